@@ -1,0 +1,82 @@
+import Type from 'typebox'
+
+/**
+ * Every wire error code, with the HTTP status it travels with. The 400/401/409/429
+ * codes of the ingest endpoint are spec section 7 and DESIGN.md section 4; the rest
+ * belong to the control plane and the edge. Codes are stable: clients match on them.
+ */
+export const ERROR_STATUS = {
+  // spec 7, 400
+  invalid_source_id: 400,
+  invalid_signal_id: 400,
+  invalid_timestamp: 400,
+  invalid_token: 400,
+  invalid_severity: 400,
+  invalid_confidence: 400,
+  invalid_note: 400,
+  invalid_body: 400,
+  // spec 7 + DESIGN 4, 401
+  missing_signature: 401,
+  unknown_key: 401,
+  revoked_key: 401,
+  invalid_signature: 401,
+  stale_timestamp: 401,
+  replayed_nonce: 401,
+  // 409 and 429
+  idempotency_conflict: 409,
+  rate_limited: 429,
+  // control plane
+  invalid_request: 400,
+  invalid_manifest: 400,
+  invalid_public_key: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  no_open_slot: 409,
+  key_not_tested: 409,
+  invalid_key_state: 409,
+  key_exists: 409,
+  already_exists: 409,
+  limit_exceeded: 409,
+  payload_too_large: 413,
+  // edge
+  overloaded: 503,
+  not_ready: 503,
+  internal_error: 500,
+} as const
+
+export type ErrorCode = keyof typeof ERROR_STATUS
+
+/** One error base for the HTTP boundary: a stable code, its status, a message. */
+export class ApiError extends Error {
+  readonly code: ErrorCode
+  readonly status: number
+  /** Seconds, sent as `Retry-After` on 429 and 503. */
+  readonly retryAfter: number | undefined
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfter?: number }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause })
+    this.name = 'ApiError'
+    this.code = code
+    this.status = ERROR_STATUS[code]
+    this.retryAfter = options?.retryAfter
+  }
+}
+
+/** Spec section 2.4. */
+export const ErrorBody = Type.Object(
+  {
+    ok: Type.Literal(false),
+    error: Type.Object(
+      {
+        code: Type.String(),
+        message: Type.String(),
+        request_id: Type.String(),
+      },
+      { additionalProperties: false },
+    ),
+  },
+  { additionalProperties: false },
+)
+export type ErrorBody = Type.Static<typeof ErrorBody>
