@@ -1,0 +1,98 @@
+import type { Logger } from 'pino'
+import { parseStrictJson } from '../../pipeline/index.js'
+import type { Principal, Registry } from '../../registry/index.js'
+import { ApiError } from '../../schemas/api-error.js'
+import type { BodyReader } from './body-reader.js'
+import { Reply } from './reply.js'
+import { nextRequestId } from './request-id.js'
+import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js'
+
+/** Control-plane bodies are small documents; a manifest is the largest. */
+export const MAX_CONTROL_BODY_BYTES = 64 * 1024
+
+export interface RouteContext {
+  readonly requestId: string
+  readonly principal: Principal
+  readonly params: readonly string[]
+  readonly query: URLSearchParams
+  /** The parsed JSON body; undefined when the request had none. */
+  readonly body: unknown
+}
+
+/** `{"ok": true, "data": ...}`; lists add `next_cursor`. */
+export interface RouteResult {
+  readonly status: 200 | 201
+  readonly data: unknown
+  readonly nextCursor?: string | null
+}
+
+export interface RouteOptions {
+  /** `admin`: only the admin token; `any`: any valid token, the handler checks ownership. */
+  readonly access: 'admin' | 'any'
+}
+
+export interface JsonRoutesParts {
+  readonly app: TemplatedApp
+  readonly registry: Registry
+  readonly bodies: BodyReader
+  readonly logger: Logger
+  readonly isDraining: () => boolean
+  readonly track: (reply: Reply) => void
+}
+
+/**
+ * Registers one control-plane route: bearer authentication, a bounded strict-JSON
+ * body, the success envelope, and errors as spec 2.4 bodies. A handler only returns
+ * data or throws an ApiError; anything else thrown is logged and answered with 500.
+ */
+export function jsonRoute(
+  parts: JsonRoutesParts,
+  method: 'get' | 'post',
+  pattern: string,
+  options: RouteOptions,
+  handler: (ctx: RouteContext) => Promise<RouteResult> | RouteResult,
+): void {
+  const paramCount = (pattern.match(/:/g) ?? []).length
+  parts.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
+    const reply = new Reply(res, nextRequestId())
+    parts.track(reply)
+    const params = Array.from({ length: paramCount }, (_, i) => req.getParameter(i) ?? '')
+    const query = new URLSearchParams(req.getQuery() ?? '')
+    const authorization = req.getHeader('authorization')
+    const contentType = req.getHeader('content-type')
+    const contentLength = req.getHeader('content-length')
+    const fail = (err: unknown, close = false) => {
+      if (err instanceof ApiError) return reply.fail(err, close)
+      parts.logger.error({ request_id: reply.requestId, err }, 'control request failed')
+      reply.fail(new ApiError('internal_error', 'internal error; retry later'), close)
+    }
+    if (parts.isDraining()) return fail(new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }), true)
+
+    const match = /^Bearer ([\x21-\x7e]{1,256})$/.exec(authorization)
+    const principal = match === null ? undefined : parts.registry.authenticate(match[1] as string)
+    if (principal === undefined) return fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'), true)
+    if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), true)
+
+    const run = (body: unknown) => {
+      Promise.resolve()
+        .then(() => handler({ requestId: reply.requestId, principal, params, query, body }))
+        .then(
+          (result) => reply.send(result.status, result.nextCursor === undefined ? { ok: true, data: result.data } : { ok: true, data: result.data, next_cursor: result.nextCursor }),
+          (err: unknown) => fail(err),
+        )
+    }
+    if (method === 'get' || contentLength === '' || contentLength === '0') return run(undefined)
+    if (Number(contentLength) > MAX_CONTROL_BODY_BYTES) return fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true)
+    if (!/^application\/json\s*(;.*)?$/i.test(contentType)) return fail(new ApiError('invalid_request', 'Content-Type must be application/json'), true)
+    parts.bodies.read(res, MAX_CONTROL_BODY_BYTES, {
+      isAborted: () => reply.aborted,
+      onTimeout: () => fail(new ApiError('invalid_request', 'request body was not received in time'), true),
+      onTooLarge: () => fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true),
+      onBody: (raw) => {
+        const parsed = parseStrictJson(raw)
+        if (!parsed.ok) return fail(new ApiError('invalid_request', `body is not valid JSON: ${parsed.reason}`))
+        run(parsed.value)
+      },
+    })
+  })
+}

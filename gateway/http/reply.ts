@@ -1,0 +1,68 @@
+import type { ApiError } from '../../schemas/api-error.js'
+import type { HttpResponse } from './uws.js'
+
+const STATUS_LINE: Record<number, string> = {
+  200: '200 OK',
+  201: '201 Created',
+  202: '202 Accepted',
+  400: '400 Bad Request',
+  401: '401 Unauthorized',
+  403: '403 Forbidden',
+  404: '404 Not Found',
+  405: '405 Method Not Allowed',
+  409: '409 Conflict',
+  413: '413 Payload Too Large',
+  429: '429 Too Many Requests',
+  500: '500 Internal Server Error',
+  503: '503 Service Unavailable',
+}
+
+/**
+ * One response in flight. uWS frees a response once the client goes away, and any
+ * later call on it crashes the process, so every write goes through `send`, which
+ * checks `aborted` first and corks the writes into one syscall.
+ */
+export class Reply {
+  readonly res: HttpResponse
+  readonly requestId: string
+  aborted = false
+  done = false
+  status = 0
+  onFinish: (() => void) | undefined
+
+  constructor(res: HttpResponse, requestId: string) {
+    this.res = res
+    this.requestId = requestId
+    res.onAborted(() => {
+      this.aborted = true
+      this.#finish()
+    })
+  }
+
+  #finish(): void {
+    if (this.done) return
+    this.done = true
+    this.onFinish?.()
+  }
+
+  /** Sends a JSON body. `close` ends the connection, for when the request's body was not consumed. */
+  send(status: number, body: unknown, headers?: Record<string, string>, close = false): void {
+    if (this.done || this.aborted) return
+    this.status = status
+    const text = JSON.stringify(body)
+    this.res.cork(() => {
+      this.res.writeStatus(STATUS_LINE[status] ?? `${status} Status`)
+      this.res.writeHeader('content-type', 'application/json')
+      this.res.writeHeader('x-request-id', this.requestId)
+      if (headers !== undefined) for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v)
+      this.res.end(text, close)
+    })
+    this.#finish()
+  }
+
+  /** Spec 2.4 error body, with Retry-After on 429 and 503 (RFC 6585). */
+  fail(error: ApiError, close = false): void {
+    const headers = error.retryAfter === undefined ? undefined : { 'retry-after': String(error.retryAfter) }
+    this.send(error.status, { ok: false, error: { code: error.code, message: error.message, request_id: this.requestId } }, headers, close)
+  }
+}

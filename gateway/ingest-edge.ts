@@ -1,0 +1,189 @@
+import { createHash } from 'node:crypto'
+import type { Logger } from 'pino'
+import type { IngestErrorLog, IngestPipeline, SignedRequest, VerifyPool } from '../pipeline/index.js'
+import { isValidSignalId, parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
+import type { Registry } from '../registry/index.js'
+import { ApiError } from '../schemas/api-error.js'
+import type { BodyReader } from './http/body-reader.js'
+import { Reply } from './http/reply.js'
+import { nextRequestId } from './http/request-id.js'
+import type { HttpRequest, HttpResponse } from './http/uws.js'
+import { collectIngestHeaders, isJsonContentType, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
+
+/** Spec 2.2 and 8. */
+export const MAX_BODY_BYTES = 16 * 1024
+/** Spec 5.2 and 8: request timestamp skew, either way. */
+export const MAX_SKEW_MS = 300_000
+
+export interface IngestEdgeParts {
+  readonly registry: Registry
+  readonly pipeline: IngestPipeline
+  readonly pool: VerifyPool
+  readonly errors: IngestErrorLog
+  readonly bodies: BodyReader
+  readonly logger: Logger
+  readonly now: () => number
+  readonly isDraining: () => boolean
+  readonly track: (reply: Reply) => void
+}
+
+/** What is known of a request when it is refused, for the operator's ingest-error list. */
+interface RefusalContext {
+  sourceKnown: boolean
+  sourceId: string
+  keyId: string | null
+  signalId: string | null
+  nonce: string | undefined
+}
+
+/**
+ * The ingest edge: every check that costs no crypto, in the documented order, before
+ * a body is read or a worker is asked (README, "Check order"):
+ * framing → Content-Type → source ids → auth headers → key → request skew → shed → body.
+ */
+export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: HttpRequest) => void {
+  const { registry, pool, logger } = parts
+
+  const refuse = (reply: Reply, ctx: RefusalContext, error: ApiError, close = false) => {
+    reply.fail(error, close)
+    if (error.status >= 500) {
+      if (error.code !== 'overloaded') logger.error({ request_id: reply.requestId, err: error.cause ?? error }, 'ingest failed')
+      return
+    }
+    logger.info({ request_id: reply.requestId, source_id: ctx.sourceId, code: error.code, status: error.status }, 'ingest refused')
+    if (ctx.sourceKnown) {
+      parts.errors.record(
+        ctx.sourceId,
+        {
+          request_id: reply.requestId,
+          time: new Date(parts.now()).toISOString(),
+          status: error.status,
+          code: error.code,
+          key_id: ctx.keyId,
+          signal_id: ctx.signalId,
+        },
+        ctx.nonce,
+      )
+    }
+  }
+
+  return (res, req) => {
+    const receivedAtMs = parts.now()
+    const reply = new Reply(res, nextRequestId())
+    parts.track(reply)
+    const path = req.getUrl()
+    const urlSourceId = req.getParameter(0) ?? ''
+    const headers = collectIngestHeaders(req)
+    const source = registry.source(urlSourceId)
+    const ctx: RefusalContext = { sourceKnown: source !== undefined, sourceId: urlSourceId, keyId: null, signalId: null, nonce: undefined }
+
+    if (parts.isDraining()) return refuse(reply, ctx, new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }), true)
+
+    const framing = checkFraming(headers)
+    if (framing !== undefined) return refuse(reply, ctx, framing, true)
+
+    const firstAuth = checkSourceHeader(headers, urlSourceId) ?? checkAuthHeaders(headers)
+    if (firstAuth !== undefined) return refuse(reply, ctx, firstAuth, true)
+    const keyId = headers.keyId[0] as string
+    ctx.keyId = keyId
+
+    const key = source === undefined ? undefined : registry.key(source.source_id, keyId)
+    // An unknown source and an unknown key look the same, so ids cannot be probed.
+    if (source === undefined || key === undefined) return refuse(reply, ctx, new ApiError('unknown_key', 'no such key for this source'), true)
+    if (key.record.state === 'revoked') return refuse(reply, ctx, new ApiError('revoked_key', 'the signing key is revoked'), true)
+
+    const timestampHeader = headers.timestamp[0] as string
+    const requestTimeMs = parseIsoUtc(timestampHeader) as number
+    if (Math.abs(receivedAtMs - requestTimeMs) > MAX_SKEW_MS) {
+      return refuse(reply, ctx, new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock'), true)
+    }
+    const idempotencyKey = headers.idempotencyKey[0]
+    if (headers.idempotencyKey.length > 1 || (idempotencyKey !== undefined && !isValidSignalId(idempotencyKey))) {
+      return refuse(reply, ctx, new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format'), true)
+    }
+    // Shed before reading the body: a full verify queue means waiting would only add latency.
+    if (!pool.hasRoom()) return refuse(reply, ctx, new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 }), true)
+
+    const nonce = headers.nonce[0] as string
+    const signature = parseSignatureHeader(headers.signature[0] as string) as Buffer
+    parts.bodies.read(res, MAX_BODY_BYTES, {
+      isAborted: () => reply.aborted,
+      onTimeout: () => refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true),
+      onTooLarge: () => refuse(reply, ctx, new ApiError('invalid_body', 'body is larger than 16 KB'), true),
+      onBody: (body) => {
+        const json = parseStrictJson(body)
+        const bodySourceId = json.ok && typeof json.value === 'object' && json.value !== null ? (json.value as Record<string, unknown>)['source_id'] : undefined
+        if (typeof bodySourceId === 'string' && bodySourceId !== urlSourceId) {
+          return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body does not match the URL and X-Svc-Source-Id'))
+        }
+        const signed: SignedRequest = {
+          requestId: reply.requestId,
+          receivedAtMs,
+          method: 'POST',
+          path,
+          source,
+          key,
+          timestampHeader,
+          requestTimeMs,
+          nonce,
+          signature,
+          idempotencyKey,
+          body,
+          bodySha256: createHash('sha256').update(body).digest('hex'),
+          json,
+          nonceClaimed: false,
+          signalId: null,
+        }
+        parts.pipeline.process(signed).then(
+          (accepted) => {
+            reply.send(202, accepted)
+            logger.debug({ request_id: reply.requestId, source_id: urlSourceId, signal_id: accepted.signal_id }, 'ingest accepted')
+          },
+          (err: unknown) => {
+            ctx.signalId = signed.signalId
+            ctx.nonce = signed.nonceClaimed ? nonce : undefined
+            refuse(reply, ctx, err instanceof ApiError ? err : new ApiError('internal_error', 'the signal could not be stored; retry', { cause: err }))
+          },
+        )
+      },
+    })
+  }
+}
+
+/**
+ * Exactly one Content-Length of at most 16 KB and no Transfer-Encoding: two lengths or
+ * a length beside chunking is how request smuggling starts, so the connection is
+ * closed after the refusal.
+ */
+function checkFraming(h: IngestHeaders): ApiError | undefined {
+  if (h.transferEncoding > 0) return new ApiError('invalid_body', 'Transfer-Encoding is not accepted; send Content-Length')
+  if (h.contentLength.length !== 1) return new ApiError('invalid_body', 'exactly one Content-Length header is required')
+  const length = h.contentLength[0] as string
+  if (!/^\d{1,9}$/.test(length)) return new ApiError('invalid_body', 'Content-Length is not a number')
+  if (Number(length) > MAX_BODY_BYTES) return new ApiError('invalid_body', 'body is larger than 16 KB')
+  if (Number(length) === 0) return new ApiError('invalid_body', 'body is empty')
+  if (!isJsonContentType(h.contentType)) return new ApiError('invalid_body', 'Content-Type must be application/json')
+  return undefined
+}
+
+function checkSourceHeader(h: IngestHeaders, urlSourceId: string): ApiError | undefined {
+  if (h.sourceId.length !== 1) return new ApiError('missing_signature', 'X-Svc-Source-Id must appear exactly once')
+  if (h.sourceId[0] !== urlSourceId) return new ApiError('invalid_source_id', 'X-Svc-Source-Id does not match the source_id in the URL')
+  return undefined
+}
+
+/** Spec 5.2: every authentication header present, single and well-formed. */
+function checkAuthHeaders(h: IngestHeaders): ApiError | undefined {
+  const single: Array<[string, string[], (v: string) => boolean]> = [
+    ['X-Svc-Key-Id', h.keyId, isValidKeyId],
+    ['X-Svc-Timestamp', h.timestamp, (v) => parseIsoUtc(v) !== undefined],
+    ['X-Svc-Nonce', h.nonce, isValidNonce],
+    ['X-Svc-Signature', h.signature, (v) => parseSignatureHeader(v) !== undefined],
+  ]
+  for (const [name, values, valid] of single) {
+    if (values.length === 0) return new ApiError('missing_signature', `${name} is required`)
+    if (values.length > 1) return new ApiError('missing_signature', `${name} must appear exactly once`)
+    if (!valid(values[0] as string)) return new ApiError('missing_signature', `${name} is malformed`)
+  }
+  return undefined
+}

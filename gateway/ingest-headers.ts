@@ -1,0 +1,85 @@
+import type { HttpRequest } from './http/uws.js'
+
+/** The headers the ingest edge reads, and how often each one appeared. */
+export interface IngestHeaders {
+  contentLength: string[]
+  transferEncoding: number
+  contentType: string[]
+  sourceId: string[]
+  keyId: string[]
+  timestamp: string[]
+  nonce: string[]
+  signature: string[]
+  idempotencyKey: string[]
+}
+
+/**
+ * Collects every occurrence, not just the first: `getHeader` returns only one value,
+ * and a repeated Content-Length or security header is exactly what a smuggling or
+ * confusion attempt looks like (DESIGN.md section 4: required headers present and single).
+ */
+export function collectIngestHeaders(req: HttpRequest): IngestHeaders {
+  const h: IngestHeaders = {
+    contentLength: [],
+    transferEncoding: 0,
+    contentType: [],
+    sourceId: [],
+    keyId: [],
+    timestamp: [],
+    nonce: [],
+    signature: [],
+    idempotencyKey: [],
+  }
+  req.forEach((key, value) => {
+    switch (key) {
+      case 'content-length':
+        h.contentLength.push(value)
+        break
+      case 'transfer-encoding':
+        h.transferEncoding++
+        break
+      case 'content-type':
+        h.contentType.push(value)
+        break
+      case 'x-svc-source-id':
+        h.sourceId.push(value)
+        break
+      case 'x-svc-key-id':
+        h.keyId.push(value)
+        break
+      case 'x-svc-timestamp':
+        h.timestamp.push(value)
+        break
+      case 'x-svc-nonce':
+        h.nonce.push(value)
+        break
+      case 'x-svc-signature':
+        h.signature.push(value)
+        break
+      case 'idempotency-key':
+        h.idempotencyKey.push(value)
+        break
+    }
+  })
+  return h
+}
+
+/** `application/json`, optionally with a UTF-8 charset; the media type is case-insensitive. */
+export function isJsonContentType(values: string[]): boolean {
+  if (values.length !== 1) return false
+  return /^application\/json\s*(;\s*charset="?utf-8"?\s*)?$/i.test((values[0] as string).trim())
+}
+
+const SIGNATURE = /^ed25519=:([A-Za-z0-9+/]{86}==):$/
+const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/
+// Visible ASCII only: a line feed in a nonce would let one signing string be read two ways.
+const NONCE = /^[\x21-\x7e]{1,128}$/
+
+/** The 64 signature bytes from `ed25519=:<base64>:`, or undefined if malformed. */
+export function parseSignatureHeader(value: string): Buffer | undefined {
+  const m = SIGNATURE.exec(value)
+  return m === null ? undefined : Buffer.from(m[1] as string, 'base64')
+}
+
+export const isValidKeyId = (v: string) => KEY_ID.test(v)
+export const isValidNonce = (v: string) => NONCE.test(v)

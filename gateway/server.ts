@@ -1,0 +1,109 @@
+import type { Logger } from 'pino'
+import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
+import type { Registry } from '../registry/index.js'
+import { ApiError } from '../schemas/api-error.js'
+import { registerAdminRoutes } from './control/admin-routes.js'
+import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
+import { registerKeyRoutes } from './control/key-routes.js'
+import { registerSourceRoutes } from './control/source-routes.js'
+import { BodyReader } from './http/body-reader.js'
+import type { JsonRoutesParts } from './http/json-route.js'
+import { Reply } from './http/reply.js'
+import { nextRequestId } from './http/request-id.js'
+import { uws, type us_listen_socket } from './http/uws.js'
+import { ingestHandler } from './ingest-edge.js'
+
+export interface GatewayOptions {
+  readonly host: string
+  readonly port: number
+  /** Base of `ingest_endpoint`; empty means http://localhost:<bound port>. */
+  readonly publicBaseUrl: string
+  readonly bodyTimeoutMs: number
+  readonly registry: Registry
+  readonly pipeline: IngestPipeline
+  readonly pool: VerifyPool
+  readonly errors: IngestErrorLog
+  readonly logger: Logger
+  /** True once every backend the gateway needs is open. */
+  readonly isReady: () => boolean
+  readonly now?: () => number
+}
+
+export interface Gateway {
+  /** The port actually bound (useful with port 0). */
+  readonly port: number
+  /** Stops accepting, waits for in-flight requests up to `graceMs`. Safe to call twice. */
+  drain(graceMs: number): Promise<void>
+}
+
+/** Starts the HTTP edge: ingest, control plane, health. */
+export async function startGateway(options: GatewayOptions): Promise<Gateway> {
+  const app = uws.App()
+  const bodies = new BodyReader(options.bodyTimeoutMs)
+  const inFlight = new Set<Reply>()
+  let draining = false
+  let drained: (() => void) | undefined
+  const track = (reply: Reply) => {
+    inFlight.add(reply)
+    reply.onFinish = () => {
+      inFlight.delete(reply)
+      if (draining && inFlight.size === 0) drained?.()
+    }
+  }
+  const isDraining = () => draining
+  const parts: JsonRoutesParts = { app, registry: options.registry, bodies, logger: options.logger, isDraining, track }
+
+  app.post(
+    '/v1/byo/sources/:source_id/signals',
+    ingestHandler({
+      registry: options.registry,
+      pipeline: options.pipeline,
+      pool: options.pool,
+      errors: options.errors,
+      bodies,
+      logger: options.logger,
+      now: options.now ?? Date.now,
+      isDraining,
+      track,
+    }),
+  )
+  registerAdminRoutes(parts)
+  let baseUrl = options.publicBaseUrl
+  registerSourceRoutes(parts, () => baseUrl)
+  registerKeyRoutes(parts)
+  registerIngestErrorsRoute(parts, options.errors)
+
+  app.get('/healthz', (res) => new Reply(res, nextRequestId()).send(200, { ok: true, data: { status: 'alive' } }))
+  app.get('/readyz', (res) => {
+    const reply = new Reply(res, nextRequestId())
+    if (!draining && options.isReady()) reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending } })
+    else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : 'starting', { retryAfter: 1 }))
+  })
+  app.any('/v1/byo/sources/:source_id/signals', (res) => new Reply(res, nextRequestId()).fail(new ApiError('method_not_allowed', 'use POST'), true))
+  app.any('/*', (res) => new Reply(res, nextRequestId()).fail(new ApiError('not_found', 'no such endpoint'), true))
+
+  const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
+    app.listen(options.host, options.port, (socket) => (socket ? resolve(socket) : reject(new Error(`cannot listen on ${options.host}:${options.port}`))))
+  })
+  const port = uws.us_socket_local_port(listenSocket)
+  if (baseUrl === '') baseUrl = `http://localhost:${port}`
+
+  let drainPromise: Promise<void> | undefined
+  return {
+    port,
+    drain(graceMs: number): Promise<void> {
+      drainPromise ??= (async () => {
+        draining = true
+        uws.us_listen_socket_close(listenSocket)
+        if (inFlight.size > 0) {
+          await new Promise<void>((resolve) => {
+            drained = resolve
+            setTimeout(resolve, graceMs).unref()
+          })
+        }
+        bodies.close()
+      })()
+      return drainPromise
+    },
+  }
+}

@@ -1,0 +1,54 @@
+import type { Manifest } from '../../schemas/manifest.js'
+
+const PER_MS = { second: 1000, minute: 60_000, hour: 3_600_000 } as const
+
+interface Bucket {
+  tokens: number
+  updatedAt: number
+  /** Minute (epoch ms / 60 000) of the last refusal, and how many consecutive minutes had one. */
+  lastRefusedMinute: number
+  refusedMinutesInARow: number
+}
+
+export type RateDecision = { readonly ok: true } | { readonly ok: false; readonly retryAfterS: number; readonly sustained: boolean }
+
+/**
+ * The manifest's `max_rate` as a token bucket per source (DESIGN.md section 4): `rate`
+ * tokens per `per`, holding at most `burst` (default `rate`). A refusal tells the
+ * client when one token will be back (RFC 6585 Retry-After). Refusals in
+ * `flagAfterMinutes` consecutive minutes count as sustained over-rate (spec 8).
+ */
+export class RateLimiter {
+  readonly #buckets = new Map<string, Bucket>()
+  readonly #flagAfterMinutes: number
+
+  constructor(options: { flagAfterMinutes: number }) {
+    this.#flagAfterMinutes = options.flagAfterMinutes
+  }
+
+  take(sourceId: string, maxRate: Manifest['max_rate'], now: number): RateDecision {
+    const capacity = maxRate.burst ?? maxRate.rate
+    const perMs = maxRate.rate / PER_MS[maxRate.per]
+    let bucket = this.#buckets.get(sourceId)
+    if (bucket === undefined) {
+      bucket = { tokens: capacity, updatedAt: now, lastRefusedMinute: -2, refusedMinutesInARow: 0 }
+      this.#buckets.set(sourceId, bucket)
+    }
+    bucket.tokens = Math.min(capacity, bucket.tokens + Math.max(0, now - bucket.updatedAt) * perMs)
+    bucket.updatedAt = now
+    if (bucket.tokens >= 1) {
+      bucket.tokens -= 1
+      return { ok: true }
+    }
+    const minute = Math.floor(now / 60_000)
+    if (minute !== bucket.lastRefusedMinute) {
+      bucket.refusedMinutesInARow = minute === bucket.lastRefusedMinute + 1 ? bucket.refusedMinutesInARow + 1 : 1
+      bucket.lastRefusedMinute = minute
+    }
+    return {
+      ok: false,
+      retryAfterS: Math.max(1, Math.ceil((1 - bucket.tokens) / perMs / 1000)),
+      sustained: bucket.refusedMinutesInARow >= this.#flagAfterMinutes,
+    }
+  }
+}

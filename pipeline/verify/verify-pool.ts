@@ -1,0 +1,123 @@
+import { existsSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
+import { fileURLToPath } from 'node:url'
+import { Piscina } from 'piscina'
+import { packBatch, type VerifyItem } from './verify-batch.js'
+
+export interface VerifyPoolOptions {
+  /** Worker threads; 0 means one per core. */
+  readonly threads: number
+  /** Most signatures sent to a worker in one message. */
+  readonly batchSize: number
+  /** Most requests waiting for a verdict; past it the edge sheds with 503. */
+  readonly queueLimit: number
+}
+
+interface Waiter {
+  readonly item: VerifyItem
+  readonly resolve: (valid: boolean) => void
+  readonly reject: (err: unknown) => void
+}
+
+/** The worker module sits beside this file: `.js` once built, `.ts` under the test loader. */
+function workerFile(): string {
+  const js = fileURLToPath(new URL('./verify-worker.js', import.meta.url))
+  return existsSync(js) ? js : fileURLToPath(new URL('./verify-worker.ts', import.meta.url))
+}
+
+/**
+ * Ed25519 verification off the event loop. Requests are gathered into batches: a
+ * batch leaves as soon as a worker is free (so a lone request is not delayed) and
+ * otherwise grows up to `batchSize` while the workers are busy, which is when
+ * amortising the thread hop pays. The number of requests waiting is bounded by
+ * `queueLimit`; the edge asks `hasRoom()` before it reads a body.
+ */
+export class VerifyPool {
+  readonly #piscina: Piscina
+  readonly #threads: number
+  readonly #batchSize: number
+  readonly #queueLimit: number
+  #waiting: Waiter[] = []
+  #batchesInFlight = 0
+  #pending = 0
+  #flushScheduled = false
+  #closed = false
+
+  constructor(options: VerifyPoolOptions) {
+    this.#threads = options.threads > 0 ? options.threads : availableParallelism()
+    this.#batchSize = options.batchSize
+    this.#queueLimit = options.queueLimit
+    this.#piscina = new Piscina({
+      filename: workerFile(),
+      minThreads: this.#threads,
+      maxThreads: this.#threads,
+      // Batches are dispatched only when a worker is free, so piscina's own queue stays short.
+      maxQueue: this.#threads * 4,
+      idleTimeout: Number.POSITIVE_INFINITY,
+    })
+  }
+
+  get threads(): number {
+    return this.#threads
+  }
+
+  /** Requests accepted for verification and not yet answered. */
+  get pending(): number {
+    return this.#pending
+  }
+
+  hasRoom(): boolean {
+    return !this.#closed && this.#pending < this.#queueLimit
+  }
+
+  verify(item: VerifyItem): Promise<boolean> {
+    if (this.#closed) return Promise.reject(new Error('verify pool is closed'))
+    this.#pending++
+    return new Promise<boolean>((resolve, reject) => {
+      this.#waiting.push({ item, resolve, reject })
+      if (this.#waiting.length >= this.#batchSize) this.#dispatch()
+      else if (!this.#flushScheduled) {
+        this.#flushScheduled = true
+        setImmediate(() => {
+          this.#flushScheduled = false
+          this.#dispatch()
+        })
+      }
+    })
+  }
+
+  /** Sends batches while workers are free; leftovers wait for the next completion. */
+  #dispatch(): void {
+    while (this.#waiting.length > 0 && this.#batchesInFlight < this.#threads) {
+      const waiters = this.#waiting.splice(0, this.#batchSize)
+      this.#run(waiters)
+    }
+  }
+
+  #run(waiters: Waiter[]): void {
+    this.#batchesInFlight++
+    const batch = packBatch(waiters.map((w) => w.item))
+    this.#piscina
+      .run(batch, { transferList: [batch.keys, batch.signatures, batch.messages, batch.messageEnds.buffer as ArrayBuffer] })
+      .then(
+        (results: Uint8Array) => waiters.forEach((w, i) => w.resolve(results[i] === 1)),
+        (err: unknown) => waiters.forEach((w) => w.reject(err)),
+      )
+      .finally(() => {
+        this.#batchesInFlight--
+        this.#pending -= waiters.length
+        this.#dispatch()
+      })
+  }
+
+  /** Finishes what is queued, then stops the workers. Safe to call twice. */
+  async close(): Promise<void> {
+    if (this.#closed) return
+    this.#closed = true
+    while (this.#pending > 0) {
+      this.#dispatch()
+      await new Promise((resolve) => setTimeout(resolve, 5))
+    }
+    await this.#piscina.destroy()
+  }
+}

@@ -1,0 +1,6 @@
+export { Registry, REGISTRY_LIMITS } from './registry.js'
+export type { LiveKey } from './registry.js'
+export { RegistryFile } from './registry-file.js'
+export type { RegistryStore } from './registry-store.js'
+export type { AgentRecord, KeyRecord, KeyState, Principal, Role, SourceRecord, TokenRecord } from './records.js'
+export { parsePublicKey } from './public-key.js'

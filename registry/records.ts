@@ -1,0 +1,61 @@
+import type { Listing, Manifest } from '../schemas/manifest.js'
+
+export type Role = 'admin' | 'creator' | 'renter'
+
+/** Who a bearer token speaks for. */
+export interface Principal {
+  readonly role: Role
+  readonly subject: string
+}
+
+/** A token as stored: only its SHA-256, never the token itself. */
+export interface TokenRecord {
+  token_id: string
+  sha256: string
+  role: Exclude<Role, 'admin'>
+  subject: string
+  created_at: string
+}
+
+export interface AgentRecord {
+  agent_id: string
+  creator_id: string
+  slots: number
+  created_at: string
+}
+
+export interface SourceRecord {
+  source_id: string
+  agent_id: string
+  creator_id: string
+  manifest: Manifest
+  listing: Listing
+  created_at: string
+  /** Set once sustained over-rate is seen (spec section 8); cleared only by an operator. */
+  flagged_for_review_at: string | null
+}
+
+/** Spec section 3.1. */
+export type KeyState = 'pending' | 'active' | 'grace' | 'revoked'
+
+export interface KeyRecord {
+  key_id: string
+  source_id: string
+  state: KeyState
+  /** base64url of the 32 raw bytes. */
+  public_key: string
+  created_at: string
+  tested_at: string | null
+  promoted_at: string | null
+  grace_at: string | null
+  revoked_at: string | null
+}
+
+/** Everything the registry persists, as one document. */
+export interface RegistrySnapshot {
+  version: 1
+  tokens: TokenRecord[]
+  agents: AgentRecord[]
+  sources: SourceRecord[]
+  keys: KeyRecord[]
+}

@@ -1,0 +1,256 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
+import { ApiError } from '../schemas/api-error.js'
+import type { Listing, Manifest } from '../schemas/manifest.js'
+import type { AgentRecord, KeyRecord, Principal, RegistrySnapshot, SourceRecord, TokenRecord } from './records.js'
+import type { RegistryStore } from './registry-store.js'
+
+/** Bounds on what one tenant can make the registry hold. */
+export const REGISTRY_LIMITS = {
+  tokens: 100_000,
+  agents: 100_000,
+  slotsPerAgent: 1000,
+  keysPerSource: 32,
+} as const
+
+const sha256Hex = (s: string) => createHash('sha256').update(s).digest('hex')
+const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString('base64url')}`
+
+/** A key as the hot path needs it: the record plus the decoded public key. */
+export interface LiveKey {
+  readonly record: KeyRecord
+  readonly publicKey: Uint8Array
+}
+
+/**
+ * Control-plane state: tokens, agents, sources and keys. Reads are synchronous
+ * map look-ups (the ingest hot path asks for a key on every request); every change
+ * is persisted through the store before the promise resolves, one at a time, so the
+ * file never lags what a client was told.
+ */
+export class Registry {
+  readonly #store: RegistryStore
+  readonly #adminHash: Buffer
+  readonly #now: () => number
+  #tokens = new Map<string, TokenRecord>()
+  #agents = new Map<string, AgentRecord>()
+  #sources = new Map<string, SourceRecord>()
+  #keys = new Map<string, LiveKey>()
+  #chain: Promise<unknown> = Promise.resolve()
+
+  private constructor(store: RegistryStore, adminToken: string, now: () => number) {
+    this.#store = store
+    this.#adminHash = createHash('sha256').update(adminToken).digest()
+    this.#now = now
+  }
+
+  static async open(store: RegistryStore, adminToken: string, now: () => number = Date.now): Promise<Registry> {
+    const registry = new Registry(store, adminToken, now)
+    const snapshot = await store.load()
+    if (snapshot !== undefined) registry.#apply(snapshot)
+    return registry
+  }
+
+  #apply(snapshot: RegistrySnapshot): void {
+    this.#tokens = new Map(snapshot.tokens.map((t) => [t.sha256, t]))
+    this.#agents = new Map(snapshot.agents.map((a) => [a.agent_id, a]))
+    this.#sources = new Map(snapshot.sources.map((s) => [s.source_id, s]))
+    this.#keys = new Map(snapshot.keys.map((k) => [k.key_id, { record: k, publicKey: Buffer.from(k.public_key, 'base64url') }]))
+  }
+
+  #snapshot(): RegistrySnapshot {
+    return {
+      version: 1,
+      tokens: [...this.#tokens.values()],
+      agents: [...this.#agents.values()],
+      sources: [...this.#sources.values()],
+      keys: [...this.#keys.values()].map((k) => k.record),
+    }
+  }
+
+  /**
+   * Runs one change at a time and persists it before resolving. If the write fails
+   * the in-memory state is rolled back to the last saved snapshot, so memory never
+   * claims what disk does not hold.
+   */
+  #mutate<T>(change: () => T): Promise<T> {
+    const run = async () => {
+      const before = this.#snapshot()
+      const result = change()
+      try {
+        await this.#store.save(this.#snapshot())
+      } catch (err) {
+        this.#apply(before)
+        throw err
+      }
+      return result
+    }
+    const next = this.#chain.then(run, run)
+    this.#chain = next.catch(() => undefined)
+    return next
+  }
+
+  #iso(): string {
+    return new Date(this.#now()).toISOString()
+  }
+
+  /**
+   * Maps a bearer token to its principal. The admin token is compared in constant
+   * time; other tokens are found by their SHA-256, so a timing difference in the map
+   * look-up can only reveal bits of a hash, never of a token.
+   */
+  authenticate(token: string): Principal | undefined {
+    if (token.length === 0 || token.length > 256) return undefined
+    const digest = createHash('sha256').update(token).digest()
+    if (timingSafeEqual(digest, this.#adminHash)) return { role: 'admin', subject: 'admin' }
+    const record = this.#tokens.get(digest.toString('hex'))
+    return record === undefined ? undefined : { role: record.role, subject: record.subject }
+  }
+
+  createToken(role: TokenRecord['role'], subject: string): Promise<{ token: string; record: TokenRecord }> {
+    return this.#mutate(() => {
+      if (this.#tokens.size >= REGISTRY_LIMITS.tokens) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.tokens} tokens`)
+      const token = `sgw_${randomBytes(32).toString('base64url')}`
+      const record: TokenRecord = { token_id: newId('tok'), sha256: sha256Hex(token), role, subject, created_at: this.#iso() }
+      this.#tokens.set(record.sha256, record)
+      return { token, record }
+    })
+  }
+
+  createAgent(input: { agent_id: string; creator_id: string; slots: number }): Promise<AgentRecord> {
+    return this.#mutate(() => {
+      if (this.#agents.has(input.agent_id)) throw new ApiError('already_exists', `agent ${input.agent_id} already exists`)
+      if (this.#agents.size >= REGISTRY_LIMITS.agents) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.agents} agents`)
+      const agent: AgentRecord = { ...input, created_at: this.#iso() }
+      this.#agents.set(agent.agent_id, agent)
+      return agent
+    })
+  }
+
+  agent(agentId: string): AgentRecord | undefined {
+    return this.#agents.get(agentId)
+  }
+
+  sourcesOfAgent(agentId: string): SourceRecord[] {
+    return [...this.#sources.values()].filter((s) => s.agent_id === agentId)
+  }
+
+  /** Registers a source on one of the agent's open slots. */
+  createSource(input: { agent: AgentRecord; manifest: Manifest; listing: Listing }): Promise<SourceRecord> {
+    return this.#mutate(() => {
+      if (this.sourcesOfAgent(input.agent.agent_id).length >= input.agent.slots) {
+        throw new ApiError('no_open_slot', `agent ${input.agent.agent_id} has no open slot`)
+      }
+      const source: SourceRecord = {
+        source_id: newId('src'),
+        agent_id: input.agent.agent_id,
+        creator_id: input.agent.creator_id,
+        manifest: input.manifest,
+        listing: input.listing,
+        created_at: this.#iso(),
+        flagged_for_review_at: null,
+      }
+      this.#sources.set(source.source_id, source)
+      return source
+    })
+  }
+
+  source(sourceId: string): SourceRecord | undefined {
+    return this.#sources.get(sourceId)
+  }
+
+  /** Marks a source for review after sustained over-rate; idempotent. */
+  flagSource(sourceId: string): Promise<void> {
+    return this.#mutate(() => {
+      const source = this.#sources.get(sourceId)
+      if (source !== undefined && source.flagged_for_review_at === null) source.flagged_for_review_at = this.#iso()
+    })
+  }
+
+  keysOf(sourceId: string): KeyRecord[] {
+    return [...this.#keys.values()].filter((k) => k.record.source_id === sourceId).map((k) => k.record)
+  }
+
+  /** The key `keyId` if it belongs to `sourceId`; a key of another source is unknown here. */
+  key(sourceId: string, keyId: string): LiveKey | undefined {
+    const key = this.#keys.get(keyId)
+    return key !== undefined && key.record.source_id === sourceId ? key : undefined
+  }
+
+  /** Spec 3.1: every new key starts pending. */
+  addKey(sourceId: string, publicKey: Uint8Array): Promise<KeyRecord> {
+    return this.#mutate(() => {
+      const encoded = Buffer.from(publicKey).toString('base64url')
+      const existing = this.keysOf(sourceId)
+      if (existing.length >= REGISTRY_LIMITS.keysPerSource) {
+        throw new ApiError('limit_exceeded', `a source holds at most ${REGISTRY_LIMITS.keysPerSource} keys, revoked ones included`)
+      }
+      if (existing.some((k) => k.public_key === encoded)) throw new ApiError('key_exists', 'this public key is already registered for the source')
+      const record: KeyRecord = {
+        key_id: newId('key'),
+        source_id: sourceId,
+        state: 'pending',
+        public_key: encoded,
+        created_at: this.#iso(),
+        tested_at: null,
+        promoted_at: null,
+        grace_at: null,
+        revoked_at: null,
+      }
+      this.#keys.set(record.key_id, { record, publicKey: Buffer.from(publicKey) })
+      return record
+    })
+  }
+
+  /** Records that a pending key signed a test signal that was accepted. */
+  markTested(sourceId: string, keyId: string): Promise<void> {
+    return this.#mutate(() => {
+      const key = this.key(sourceId, keyId)
+      if (key !== undefined && key.record.tested_at === null) key.record.tested_at = this.#iso()
+    })
+  }
+
+  /**
+   * pending → active, once a test signal passed (spec 3.1). The previous active key
+   * moves to grace, where it still verifies until revoked (the rotation overlap).
+   */
+  promoteKey(sourceId: string, keyId: string): Promise<KeyRecord> {
+    return this.#mutate(() => {
+      const key = this.#required(sourceId, keyId)
+      if (key.state !== 'pending') throw new ApiError('invalid_key_state', `only a pending key can be promoted; this key is ${key.state}`)
+      if (key.tested_at === null) throw new ApiError('key_not_tested', 'send a test signal signed with this key before promoting it')
+      const now = this.#iso()
+      for (const other of this.keysOf(sourceId)) {
+        if (other.state === 'active') {
+          other.state = 'grace'
+          other.grace_at = now
+        }
+      }
+      key.state = 'active'
+      key.promoted_at = now
+      return key
+    })
+  }
+
+  /** Any state → revoked; forward-only, effective for the next request. */
+  revokeKey(sourceId: string, keyId: string): Promise<KeyRecord> {
+    return this.#mutate(() => {
+      const key = this.#required(sourceId, keyId)
+      if (key.state !== 'revoked') {
+        key.state = 'revoked'
+        key.revoked_at = this.#iso()
+      }
+      return key
+    })
+  }
+
+  #required(sourceId: string, keyId: string): KeyRecord {
+    const key = this.key(sourceId, keyId)
+    if (key === undefined) throw new ApiError('not_found', 'no such key for this source')
+    return key.record
+  }
+
+  /** Waits for changes in flight. */
+  async settle(): Promise<void> {
+    await this.#chain
+  }
+}

@@ -1,0 +1,124 @@
+import { randomBytes } from 'node:crypto'
+import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import type { Logger } from 'pino'
+import type { Config } from './config/index.js'
+import { startGateway } from './gateway/index.js'
+import { DedupIndex, IngestErrorLog, IngestPipeline, NonceStore, openJournal, RateLimiter, VerifyPool, type SignalLog } from './pipeline/index.js'
+import { Registry, RegistryFile } from './registry/index.js'
+
+/** Spec 5.2: nonces expire after 10 minutes. */
+const NONCE_WINDOW_MS = 10 * 60_000
+/** Bounds the nonce store: about 150 bytes each, so at most ~750 MB. */
+const MAX_LIVE_NONCES = 5_000_000
+
+export interface RunningService {
+  readonly port: number
+  readonly adminTokenFile: string | undefined
+  /** SIGTERM path: stop accepting, finish in-flight requests, flush the logs. */
+  stop(): Promise<void>
+}
+
+/** The admin token: from the environment, else the one kept in DATA_DIR, else a new one. */
+async function adminToken(config: Config, dataDir: string): Promise<{ token: string; file: string | undefined }> {
+  if (config.ADMIN_TOKEN !== '') return { token: config.ADMIN_TOKEN, file: undefined }
+  const file = join(dataDir, 'admin-token')
+  try {
+    return { token: (await readFile(file, 'utf8')).trim(), file }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+  }
+  const token = `sgw_admin_${randomBytes(32).toString('base64url')}`
+  await writeFile(file, `${token}\n`, { mode: 0o600, flag: 'wx' })
+  return { token, file }
+}
+
+/** Opens every backend of the embedded deployment and starts the gateway on top. */
+export async function startService(config: Config, logger: Logger): Promise<RunningService> {
+  const dataDir = resolve(config.DATA_DIR)
+  await mkdir(dataDir, { recursive: true, mode: 0o700 })
+  const admin = await adminToken(config, dataDir)
+  if (admin.file !== undefined) logger.info({ file: admin.file }, 'admin token is in this file')
+
+  const registry = await Registry.open(new RegistryFile(dataDir), admin.token)
+  const dedupWindowMs = config.DEDUP_WINDOW_S * 1000
+  const signalLog: SignalLog = await openJournal({
+    dir: join(dataDir, 'journal'),
+    fsync: config.JOURNAL_FSYNC,
+    fsyncIntervalMs: config.JOURNAL_FSYNC_INTERVAL_MS,
+    dedupWindowMs,
+  })
+  // Diagnostics only: never synced per record, and old segments are dropped.
+  const errorLog = await openJournal({
+    dir: join(dataDir, 'ingest-errors'),
+    fsync: 'never',
+    segmentBytes: 8 * 1024 * 1024,
+    maxSegments: 4,
+    dedupWindowMs: 60_000,
+  })
+  let logFailed = false
+  const pool = new VerifyPool({ threads: config.VERIFY_THREADS, batchSize: config.VERIFY_BATCH, queueLimit: config.VERIFY_QUEUE_LIMIT })
+  const nonces = new NonceStore({ windowMs: NONCE_WINDOW_MS, maxEntries: MAX_LIVE_NONCES })
+  const dedup = new DedupIndex({ windowMs: dedupWindowMs })
+  const pipeline = new IngestPipeline({
+    log: signalLog,
+    pool,
+    nonces,
+    dedup,
+    rates: new RateLimiter({ flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES }),
+    registry,
+    now: Date.now,
+    onLogFailure: (err) => {
+      // The journal refuses every append after a failed write or fsync (a retry could
+      // claim durability that does not exist): stop reporting ready so traffic moves away.
+      logFailed = true
+      logger.fatal({ err }, 'signal log failed; restart the process to reopen it')
+    },
+  })
+  const errors = new IngestErrorLog(errorLog, {
+    perSource: config.INGEST_ERRORS_PER_SOURCE,
+    onWriteError: (err) => logger.warn({ err }, 'ingest error record not written'),
+  })
+
+  const started = Date.now()
+  const restored = await pipeline.rebuild({ dedupMs: dedupWindowMs, nonceMs: NONCE_WINDOW_MS })
+  for (const n of await errors.load(Date.now() - NONCE_WINDOW_MS)) nonces.restore(n.sourceId, n.keyId, n.nonce, n.time, Date.now())
+  logger.info({ restored_signals: restored, nonces: nonces.size, ms: Date.now() - started, journal: signalLog.info() }, 'state rebuilt from the journal')
+
+  const sweeper = setInterval(() => {
+    const now = Date.now()
+    nonces.sweep(now)
+    dedup.sweep(now)
+  }, 5_000).unref()
+
+  let open = true
+  const gateway = await startGateway({
+    host: config.HOST,
+    port: config.PORT,
+    publicBaseUrl: config.PUBLIC_BASE_URL,
+    bodyTimeoutMs: config.BODY_TIMEOUT_MS,
+    registry,
+    pipeline,
+    pool,
+    errors,
+    logger,
+    isReady: () => open && !logFailed,
+  })
+  logger.info({ port: gateway.port, data_dir: dataDir, verify_threads: pool.threads, fsync: config.JOURNAL_FSYNC }, 'gateway listening')
+
+  let stopping: Promise<void> | undefined
+  return {
+    port: gateway.port,
+    adminTokenFile: admin.file,
+    stop: () =>
+      (stopping ??= (async () => {
+        await gateway.drain(config.SHUTDOWN_GRACE_MS)
+        open = false
+        clearInterval(sweeper)
+        await pool.close()
+        await registry.settle()
+        await signalLog.close()
+        await errorLog.close()
+      })()),
+  }
+}

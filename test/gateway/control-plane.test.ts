@@ -1,0 +1,134 @@
+import { readFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import t from 'tap'
+import { call, MANIFEST, payload, provision, push } from '../helpers/api.js'
+import { startGateway } from '../helpers/gateway-process.js'
+
+const gw = await startGateway(t)
+
+t.test('admin endpoints need the admin token', async (t) => {
+  const none = await call(gw.url, 'POST', '/v1/admin/tokens', { body: { role: 'creator', subject: 'c1' } })
+  t.equal(none.status, 401)
+  t.equal(none.body.error.code, 'unauthorized')
+  const wrong = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken + 'x', body: { role: 'creator', subject: 'c1' } })
+  t.equal(wrong.status, 401)
+  const src = await provision(gw)
+  const creator = await call(gw.url, 'POST', '/v1/admin/agents', { token: src.creatorToken, body: { agent_id: 'a', creator_id: 'c', slots: 1 } })
+  t.equal(creator.status, 403)
+  t.equal(creator.body.error.code, 'forbidden')
+})
+
+t.test('a token is shown once and stored only as a hash', async (t) => {
+  const res = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject: 'renter-1' } })
+  t.equal(res.status, 201)
+  t.equal(res.body.ok, true)
+  const token = res.body.data.token as string
+  t.match(token, /^sgw_/)
+  const stored = await readFile(join(gw.dataDir, 'registry.json'), 'utf8')
+  t.notOk(stored.includes(token), 'the token is not in the registry file')
+  const { createHash } = await import('node:crypto')
+  t.ok(stored.includes(createHash('sha256').update(token).digest('hex')), 'its SHA-256 is')
+})
+
+t.test('a token request with an unknown role or field is refused with 400 naming the field', async (t) => {
+  const bad = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'god', subject: 'x' } })
+  t.equal(bad.status, 400)
+  t.match(bad.body.error.message, /role/)
+  const extra = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'creator', subject: 'x', admin: true } })
+  t.equal(extra.status, 400)
+  t.match(extra.body.error.message, /admin/)
+})
+
+t.test('a source takes one slot; with none free the creator gets 409 no_open_slot', async (t) => {
+  const src = await provision(gw, { slots: 1 })
+  const res = await call(gw.url, 'POST', '/v1/byo/sources', { token: src.creatorToken, body: { agent_id: src.agentId, manifest: MANIFEST } })
+  t.equal(res.status, 409)
+  t.equal(res.body.error.code, 'no_open_slot')
+})
+
+t.test('a source registration returns the source id and the ingest endpoint', async (t) => {
+  const src = await provision(gw, { activate: false })
+  const res = await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}`, { token: src.creatorToken })
+  t.equal(res.status, 200)
+  t.equal(res.body.data.source_id, src.sourceId)
+  t.equal(res.body.data.ingest_endpoint, `http://localhost:${gw.port}/v1/byo/sources/${src.sourceId}/signals`)
+  t.same(res.body.data.manifest, MANIFEST)
+  t.equal(res.body.data.flagged_for_review, false)
+})
+
+t.test('a bad manifest is refused with 400 invalid_manifest naming the field', async (t) => {
+  const src = await provision(gw, { slots: 5 })
+  const cases: Array<[Record<string, unknown>, RegExp]> = [
+    [{ ...MANIFEST, severity_levels: [] }, /severity_levels/],
+    [{ ...MANIFEST, severity_levels: ['a', 'a'] }, /severity_levels/],
+    [{ ...MANIFEST, max_rate: { rate: 10, per: 'day' } }, /max_rate\.per/],
+    [{ ...MANIFEST, schema_version: '2.0' }, /schema_version/],
+    [{ ...MANIFEST, coverage: { chains: ['dogechain'] } }, /coverage\.chains/],
+    [{ ...MANIFEST, contact: undefined }, /contact/],
+    [{ ...MANIFEST, secret_sauce: 'x' }, /secret_sauce/],
+  ]
+  for (const [manifest, field] of cases) {
+    const res = await call(gw.url, 'POST', '/v1/byo/sources', { token: src.creatorToken, body: { agent_id: src.agentId, manifest } })
+    t.equal(res.status, 400)
+    t.equal(res.body.error.code, 'invalid_manifest')
+    t.match(res.body.error.message, field)
+  }
+})
+
+t.test('another creator cannot see or use a source, and gets the same 404 as for a missing one', async (t) => {
+  const a = await provision(gw)
+  const b = await provision(gw)
+  const theirs = await call(gw.url, 'GET', `/v1/byo/sources/${a.sourceId}`, { token: b.creatorToken })
+  const missing = await call(gw.url, 'GET', `/v1/byo/sources/src_missing`, { token: b.creatorToken })
+  t.equal(theirs.status, 404)
+  t.equal(missing.status, 404)
+  t.equal(theirs.body.error.message, missing.body.error.message)
+  const onTheirAgent = await call(gw.url, 'POST', '/v1/byo/sources', { token: b.creatorToken, body: { agent_id: a.agentId, manifest: MANIFEST } })
+  t.equal(onTheirAgent.status, 404)
+  const errors = await call(gw.url, 'GET', `/v1/byo/sources/${a.sourceId}/ingest-errors`, { token: b.creatorToken })
+  t.equal(errors.status, 404)
+})
+
+t.test('a renter token cannot register sources or read ingest errors', async (t) => {
+  const a = await provision(gw)
+  const renter = (await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject: 'r1' } })).body.data.token
+  t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${a.sourceId}/ingest-errors`, { token: renter })).status, 403)
+  t.equal((await call(gw.url, 'POST', '/v1/byo/sources', { token: renter, body: { agent_id: a.agentId, manifest: MANIFEST } })).status, 403)
+})
+
+t.test('ingest errors are cursor-paginated newest first', async (t) => {
+  const src = await provision(gw)
+  for (let i = 0; i < 5; i++) await push(gw, src.sign(payload(src.sourceId, { severity: `bad${i}` })))
+  const seen: string[] = []
+  let cursor: string | null = null
+  let pages = 0
+  do {
+    const q: string = cursor === null ? '?limit=2' : `?limit=2&cursor=${cursor}`
+    const res = await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors${q}`, { token: src.creatorToken })
+    t.equal(res.status, 200)
+    t.ok(res.body.data.length <= 2)
+    seen.push(...res.body.data.map((e: any) => e.request_id))
+    cursor = res.body.next_cursor
+    pages++
+  } while (cursor !== null && pages < 10)
+  t.equal(seen.length, 5)
+  t.equal(new Set(seen).size, 5, 'no repeats across pages')
+  const all = await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors`, { token: src.creatorToken })
+  t.same(all.body.data.map((e: any) => e.request_id), seen, 'pages concatenate to the full list')
+  t.equal(all.body.data[0].code, 'invalid_severity')
+  t.equal(all.body.data[0].status, 400)
+  t.equal(all.body.data[0].key_id, src.keyId)
+  t.match(all.body.data[0].signal_id, /^sig_/)
+  t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?limit=0`, { token: src.creatorToken })).status, 400)
+  t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?cursor=zzz`, { token: src.creatorToken })).status, 400)
+})
+
+t.test('control-plane bodies that are not strict JSON are refused with 400', async (t) => {
+  const res = await call(gw.url, 'POST', '/v1/admin/tokens', {
+    token: gw.adminToken,
+    rawBody: Buffer.from('{"role":"creator","role":"renter","subject":"x"}'),
+    headers: { 'content-type': 'application/json' },
+  })
+  t.equal(res.status, 400)
+  t.equal(res.body.error.code, 'invalid_request')
+})

@@ -1,0 +1,146 @@
+import { sign } from 'node:crypto'
+import t, { type Test } from 'tap'
+import { signingString } from '../../sdk/signing.js'
+import { payload, provision, push } from '../helpers/api.js'
+import { startGateway } from '../helpers/gateway-process.js'
+import { rawRequest, requestBytes } from '../helpers/raw-http.js'
+
+const gw = await startGateway(t, { env: { BODY_TIMEOUT_MS: '500' } })
+const src = await provision(gw)
+const path = `/v1/byo/sources/${src.sourceId}/signals`
+
+/** Signs arbitrary body bytes; returns the header list for a raw request. */
+function signedHeaders(body: Buffer, extra: Array<[string, string]> = [], omitLength = false): Array<[string, string]> {
+  const timestamp = new Date().toISOString()
+  const nonce = `n-${Math.random().toString(36).slice(2)}`
+  const sig = sign(null, Buffer.from(signingString('POST', path, timestamp, nonce, body)), src.key.privateKey).toString('base64')
+  const headers: Array<[string, string]> = [
+    ['Content-Type', 'application/json'],
+    ['X-Svc-Source-Id', src.sourceId],
+    ['X-Svc-Key-Id', src.keyId],
+    ['X-Svc-Timestamp', timestamp],
+    ['X-Svc-Nonce', nonce],
+    ['X-Svc-Signature', `ed25519=:${sig}:`],
+  ]
+  if (!omitLength) headers.push(['Content-Length', String(body.length)])
+  return [...headers, ...extra]
+}
+
+async function stillServing(t: Test) {
+  const res = await push(gw, src.sign(payload(src.sourceId)))
+  t.equal(res.status, 202, 'the gateway keeps serving')
+}
+
+const refusedRaw = async (t: Test, res: Awaited<ReturnType<typeof rawRequest>>, status: number, code: string) => {
+  t.ok(res, 'got a response')
+  t.equal(res?.status, status)
+  t.equal(res?.body?.error?.code, code, res?.body?.error?.message)
+  await stillServing(t)
+}
+
+t.test('a signed body that is not valid JSON is refused with 400 invalid_body', async (t) => {
+  const body = Buffer.from('{"signal_id": "abcdefgh",')
+  await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)]), 400, 'invalid_body')
+})
+
+t.test('a body with a duplicate key is refused with 400 invalid_body', async (t) => {
+  const p = payload(src.sourceId)
+  const body = Buffer.from(JSON.stringify(p).replace('{', '{"severity":"critical",'))
+  await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)]), 400, 'invalid_body')
+})
+
+t.test('a body with a lone surrogate escape is refused with 400 invalid_body', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId, { note: 'X' })).replace('"X"', '"\\ud800"'))
+  await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)]), 400, 'invalid_body')
+})
+
+t.test('a body that is not UTF-8 is refused with 400 invalid_body', async (t) => {
+  const body = Buffer.concat([Buffer.from(JSON.stringify(payload(src.sourceId, { note: 'X' })).split('X')[0]!), Buffer.from([0xc3, 0x28]), Buffer.from('"}')])
+  await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)]), 400, 'invalid_body')
+})
+
+t.test('a body of 16,385 bytes is refused with 400 invalid_body before it is read', async (t) => {
+  const body = Buffer.alloc(16_385, 0x20)
+  const res = await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)])
+  await refusedRaw(t, res, 400, 'invalid_body')
+  t.equal(res?.closed, true, 'the connection is closed')
+})
+
+t.test('a body of exactly 16,384 bytes is read (and judged on its content)', async (t) => {
+  const p = JSON.stringify(payload(src.sourceId))
+  const body = Buffer.from(p + ' '.repeat(16_384 - p.length))
+  const res = await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)])
+  t.equal(res?.status, 202, JSON.stringify(res?.body))
+})
+
+t.test('two different Content-Length headers are refused with 400 invalid_body and the connection closed', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+  const res = await rawRequest(gw.port, [requestBytes(path, signedHeaders(body, [['Content-Length', String(body.length + 5)]]), body)])
+  await refusedRaw(t, res, 400, 'invalid_body')
+  t.equal(res?.closed, true)
+})
+
+t.test('a missing Content-Length is refused with 400 invalid_body', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+  await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, signedHeaders(body, [], true), '')]), 400, 'invalid_body')
+})
+
+t.test('Transfer-Encoding is refused with 400 invalid_body and the connection closed', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+  const chunked = Buffer.concat([Buffer.from(`${body.length.toString(16)}\r\n`), body, Buffer.from('\r\n0\r\n\r\n')])
+  const res = await rawRequest(gw.port, [requestBytes(path, signedHeaders(body, [['Transfer-Encoding', 'chunked']], true), chunked)])
+  await refusedRaw(t, res, 400, 'invalid_body')
+  t.equal(res?.closed, true)
+})
+
+t.test('Transfer-Encoding beside Content-Length is dropped by the HTTP parser, and the gateway keeps serving', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+  const res = await rawRequest(gw.port, [requestBytes(path, signedHeaders(body, [['Transfer-Encoding', 'chunked']]), body)])
+  t.not(res?.status, 202, 'never accepted')
+  await stillServing(t)
+})
+
+t.test('a body sent too slowly is refused with 400 invalid_body and the connection closed', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+  const bytes = requestBytes(path, signedHeaders(body), body)
+  const head = bytes.subarray(0, bytes.length - body.length)
+  const res = await rawRequest(gw.port, [head, body.subarray(0, 5), body.subarray(5, 10)], { gapMs: 400, timeoutMs: 3000 })
+  await refusedRaw(t, res, 400, 'invalid_body')
+  t.equal(res?.closed, true)
+})
+
+for (const name of ['X-Svc-Signature', 'X-Svc-Nonce', 'X-Svc-Key-Id', 'X-Svc-Timestamp', 'X-Svc-Source-Id']) {
+  t.test(`a repeated ${name} header is refused with 401 missing_signature`, async (t) => {
+    const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+    const headers = signedHeaders(body)
+    const original = headers.find(([k]) => k === name)!
+    const res = await rawRequest(gw.port, [requestBytes(path, [...headers, original], body)])
+    await refusedRaw(t, res, 401, 'missing_signature')
+  })
+}
+
+t.test('a Content-Type other than application/json is refused with 400 invalid_body', async (t) => {
+  const signed = src.sign(payload(src.sourceId))
+  const res = await push(gw, { ...signed, headers: { ...signed.headers, 'content-type': 'text/plain' } })
+  t.equal(res.status, 400)
+  t.equal(res.body.error.code, 'invalid_body')
+})
+
+t.test('GET on the ingest path is 405 and an unknown path is 404, both with error bodies', async (t) => {
+  const get = await fetch(`${gw.url}${path}`)
+  t.equal(get.status, 405)
+  t.equal(((await get.json()) as any).error.code, 'method_not_allowed')
+  const missing = await fetch(`${gw.url}/v1/nothing`)
+  t.equal(missing.status, 404)
+  t.equal(((await missing.json()) as any).error.code, 'not_found')
+})
+
+t.test('a flood of malformed requests never produces a 500', async (t) => {
+  const bodies = ['', '[]', 'null', '"str"', '{}', '{"a":', '\u0000', '{"signal_id":{}}', '{"signal_id":"abcdefgh","source_id":null}']
+  for (const b of bodies) {
+    const body = Buffer.from(b)
+    const res = await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)])
+    t.ok(res !== undefined && res.status >= 400 && res.status < 500, `${JSON.stringify(b)} → ${res?.status} ${res?.body?.error?.code}`)
+  }
+  await stillServing(t)
+})

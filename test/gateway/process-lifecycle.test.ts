@@ -1,0 +1,64 @@
+import { spawnSync } from 'node:child_process'
+import { readFile, stat } from 'node:fs/promises'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t from 'tap'
+import { call, payload, provision, push } from '../helpers/api.js'
+import { startGateway } from '../helpers/gateway-process.js'
+
+const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
+
+t.test('healthz says alive and readyz says ready', async (t) => {
+  const gw = await startGateway(t)
+  t.equal((await fetch(`${gw.url}/healthz`)).status, 200)
+  const ready = await fetch(`${gw.url}/readyz`)
+  t.equal(ready.status, 200)
+  t.equal(((await ready.json()) as any).data.status, 'ready')
+})
+
+t.test('a bad variable stops the start with a message naming it', async (t) => {
+  for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2']] as const) {
+    const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], [name]: value, DATA_DIR: '/nonexistent/never' }, encoding: 'utf8', timeout: 20_000 })
+    t.equal(run.status, 78, `${name}=${value} exits with EX_CONFIG`)
+    t.match(run.stderr, name, `the message names ${name}`)
+  }
+})
+
+t.test('without ADMIN_TOKEN a token is generated into DATA_DIR/admin-token (mode 600) and works', async (t) => {
+  const gw = await startGateway(t, { adminToken: '' })
+  const file = join(gw.dataDir, 'admin-token')
+  const token = (await readFile(file, 'utf8')).trim()
+  t.equal((await stat(file)).mode & 0o777, 0o600)
+  t.ok(gw.output.some((l) => l.includes(file)), 'the log says where it is')
+  const res = await call(gw.url, 'POST', '/v1/admin/tokens', { token, body: { role: 'creator', subject: 'c' } })
+  t.equal(res.status, 201)
+})
+
+t.test('logs are structured JSON and carry the request id', async (t) => {
+  const gw = await startGateway(t)
+  const src = await provision(gw)
+  const res = await push(gw, src.sign(payload(src.sourceId, { severity: 'nope' })))
+  await new Promise((r) => setTimeout(r, 200))
+  const line = gw.output.find((l) => l.includes(res.body.error.request_id))
+  t.ok(line, 'a log line names the request id')
+  t.equal(JSON.parse(line!).code, 'invalid_severity')
+})
+
+t.test('SIGTERM drains: in-flight requests finish, the process exits 0, and accepted signals are in the journal', async (t) => {
+  const gw = await startGateway(t)
+  const src = await provision(gw)
+  const inflight = Array.from({ length: 30 }, () => push(gw, src.sign(payload(src.sourceId))).catch(() => undefined))
+  await new Promise((r) => setTimeout(r, 5))
+  gw.proc.kill('SIGTERM')
+  const results = await Promise.all(inflight)
+  const exit = await gw.exited()
+  t.equal(exit.code, 0, 'exit code 0')
+  for (const r of results) if (r !== undefined) t.ok([202, 503].includes(r.status), `in-flight answered ${r.status}`)
+  const accepted = results.filter((r) => r?.status === 202).map((r) => r!.body.signal_id)
+  const again = await startGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken })
+  for (const id of accepted) {
+    const p = payload(src.sourceId, { signal_id: id })
+    const res = await push(again, src.sign(p))
+    t.ok(res.status === 409 || res.body.deduplicated === true, `${id} is remembered after the restart`)
+  }
+})

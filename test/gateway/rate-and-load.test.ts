@@ -1,0 +1,45 @@
+import t from 'tap'
+import { call, MANIFEST, payload, provision, push } from '../helpers/api.js'
+import { startGateway } from '../helpers/gateway-process.js'
+
+t.test('pushing above max_rate is refused with 429 rate_limited and Retry-After; sustained over-rate flags the source', async (t) => {
+  const gw = await startGateway(t, { env: { OVER_RATE_FLAG_MINUTES: '1' } })
+  // 5 per minute, burst 5: the provisioning test signal takes one token.
+  const src = await provision(gw, { manifest: { ...MANIFEST, max_rate: { rate: 5, per: 'minute', burst: 5 } } })
+  const statuses: number[] = []
+  let limited
+  for (let i = 0; i < 6; i++) {
+    const res = await push(gw, src.sign(payload(src.sourceId)))
+    statuses.push(res.status)
+    if (res.status === 429) limited = res
+  }
+  t.same(statuses, [202, 202, 202, 202, 429, 429])
+  t.equal(limited!.body.error.code, 'rate_limited')
+  const retryAfter = Number(limited!.headers.get('retry-after'))
+  t.ok(retryAfter >= 1 && retryAfter <= 12, `Retry-After ${retryAfter}s is when a token is back (one per 12 s)`)
+  const dedup = await push(gw, src.sign(payload(src.sourceId)))
+  t.equal(dedup.status, 429, 'still limited')
+  const status = await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}`, { token: src.creatorToken })
+  t.equal(status.body.data.flagged_for_review, true, 'flagged for review')
+})
+
+t.test('a retry of an accepted signal is not charged to the rate limit', async (t) => {
+  const gw = await startGateway(t)
+  const src = await provision(gw, { manifest: { ...MANIFEST, max_rate: { rate: 2, per: 'hour', burst: 2 } } })
+  const p = payload(src.sourceId)
+  t.equal((await push(gw, src.sign(p))).status, 202)
+  for (let i = 0; i < 3; i++) t.equal((await push(gw, src.sign(p))).status, 202, 'deduplicated accept')
+  t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 429)
+})
+
+t.test('with the verify queue full the edge sheds with 503 overloaded and Retry-After, and recovers', async (t) => {
+  const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '1', VERIFY_THREADS: '1', VERIFY_BATCH: '1' } })
+  const src = await provision(gw, { manifest: { ...MANIFEST, max_rate: { rate: 100_000, per: 'second' } } })
+  const results = await Promise.all(Array.from({ length: 200 }, () => push(gw, src.sign(payload(src.sourceId))).catch(() => undefined)))
+  const shed = results.filter((r) => r?.status === 503)
+  t.ok(shed.length > 0, `${shed.length} of 200 shed`)
+  t.equal(shed[0]!.body.error.code, 'overloaded')
+  t.equal(shed[0]!.headers.get('retry-after'), '1')
+  t.ok(results.every((r) => r === undefined || r.status === 202 || r.status === 503), 'only 202 or 503')
+  t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202, 'serves again once the burst is over')
+})
