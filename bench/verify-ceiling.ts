@@ -1,6 +1,6 @@
 /**
  * The verify ceiling: Ed25519 verifies per second on one core, for each candidate
- * implementation, on realistic signing strings. The ingest benchmark compares its
+ * implementation, on realistic signing strings. The ingest benchmark can compare its
  * accepted-requests rate against this figure measured in the same run (STYLE.md,
  * "Benchmarks"); DESIGN.md section 3 records the figures that chose sodium-native.
  *
@@ -26,7 +26,7 @@ const SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex')
 
 /** Several keys and messages so that no cache sees the same input twice in a row. */
 const SAMPLES = 64
-/** Verifies between clock reads: a clock read is cheap, but not free next to 80 µs. */
+/** Verifies between clock reads: a clock read is cheap, but not free next to a 40 µs verify. */
 const BATCH = 32
 
 interface Sample {

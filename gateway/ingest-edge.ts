@@ -47,7 +47,9 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
   const refuse = (reply: Reply, ctx: RefusalContext, error: ApiError, close = false) => {
     reply.fail(error, close)
     if (error.status >= 500) {
-      if (error.code !== 'overloaded') logger.error({ request_id: reply.requestId, err: error.cause ?? error }, 'ingest failed')
+      // Shedding and shutdown are expected under load; only a fault is worth an error line.
+      if (error.code === 'internal_error') logger.error({ request_id: reply.requestId, err: error.cause ?? error }, 'ingest failed')
+      else logger.debug({ request_id: reply.requestId, code: error.code }, 'ingest shed')
       return
     }
     logger.info({ request_id: reply.requestId, source_id: ctx.sourceId, code: error.code, status: error.status }, 'ingest refused')

@@ -61,6 +61,7 @@ export function jsonRoute(
     const authorization = req.getHeader('authorization')
     const contentType = req.getHeader('content-type')
     const contentLength = req.getHeader('content-length')
+    const chunked = req.getHeader('transfer-encoding') !== ''
     const fail = (err: unknown, close = false) => {
       if (err instanceof ApiError) return reply.fail(err, close)
       parts.logger.error({ request_id: reply.requestId, err }, 'control request failed')
@@ -81,6 +82,7 @@ export function jsonRoute(
           (err: unknown) => fail(err),
         )
     }
+    if (chunked) return fail(new ApiError('invalid_request', 'Transfer-Encoding is not accepted; send Content-Length'), true)
     if (method === 'get' || contentLength === '' || contentLength === '0') return run(undefined)
     if (Number(contentLength) > MAX_CONTROL_BODY_BYTES) return fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true)
     if (!/^application\/json\s*(;.*)?$/i.test(contentType)) return fail(new ApiError('invalid_request', 'Content-Type must be application/json'), true)

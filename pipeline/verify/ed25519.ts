@@ -13,9 +13,10 @@ const SIGNATURE_BYTES = 64
  * True only for a valid 64-byte signature of `message` under the 32-byte `publicKey`.
  * Never throws: malformed input is simply not a valid signature.
  *
- * libsodium's verifier (not the lax "ed25519-donna" mode) refuses S >= L,
- * non-canonical and small-order R and A, which is what the Wycheproof vectors in
- * `test/fixtures/` demand.
+ * libsodium refuses S >= L (malleability), a small-order R or A, a non-canonical
+ * A, and (by comparing encodings) a non-canonical R: what the Wycheproof vectors in
+ * `test/fixtures/` demand. @noble/ed25519's default ZIP-215 mode does not (it
+ * accepts Wycheproof tcId 151), which is one more reason it stays off this path.
  */
 export function verifyEd25519(publicKey: Uint8Array, message: Uint8Array, signature: Uint8Array): boolean {
   // Exact lengths here, not in sodium-native: its binding only asserts
