@@ -47,7 +47,8 @@ export class RateLimiter {
     }
     return {
       ok: false,
-      retryAfterS: Math.max(1, Math.ceil((1 - bucket.tokens) / perMs / 1000)),
+      // The epsilon keeps float noise (1 / (1 / 3 600 000)) from adding a whole second.
+      retryAfterS: Math.max(1, Math.ceil(((1 - bucket.tokens) * PER_MS[maxRate.per]) / maxRate.rate / 1000 - 1e-9)),
       sustained: bucket.refusedMinutesInARow >= this.#flagAfterMinutes,
     }
   }

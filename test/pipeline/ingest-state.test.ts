@@ -1,0 +1,86 @@
+import t from 'tap'
+import { DedupIndex, NonceStore, RateLimiter } from '../../pipeline/index.js'
+
+const MIN = 60_000
+
+t.test('a nonce is refused within 10 minutes of its claim and free again after', async (t) => {
+  const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 100 })
+  t.equal(nonces.claim('src', 'key', 'n1', 0), true)
+  t.equal(nonces.claim('src', 'key', 'n1', 10 * MIN - 1), false)
+  t.equal(nonces.claim('src', 'key', 'n1', 10 * MIN + 1), true)
+})
+
+t.test('nonces are scoped to source and key', async (t) => {
+  const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 100 })
+  t.equal(nonces.claim('src', 'key', 'n', 0), true)
+  t.equal(nonces.claim('src', 'key2', 'n', 0), true)
+  t.equal(nonces.claim('src2', 'key', 'n', 0), true)
+})
+
+t.test('expired nonces are dropped, so memory follows the window', async (t) => {
+  const nonces = new NonceStore({ windowMs: 1000, maxEntries: 1000 })
+  for (let i = 0; i < 500; i++) nonces.claim('s', 'k', `n${i}`, i)
+  nonces.sweep(5000)
+  t.equal(nonces.size, 0)
+})
+
+t.test('a restored nonce from before a restart still refuses a replay', async (t) => {
+  const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 100 })
+  nonces.restore('s', 'k', 'n', 1000, 2000)
+  t.equal(nonces.claim('s', 'k', 'n', 3000), false)
+  nonces.restore('s', 'k', 'old', 0, 11 * MIN)
+  t.equal(nonces.claim('s', 'k', 'old', 11 * MIN), true, 'an expired one is not restored')
+})
+
+t.test('dedup: the same body is a replay, another body a conflict, and both are forgotten after the window', async (t) => {
+  const dedup = new DedupIndex({ windowMs: 20 * MIN })
+  t.equal(dedup.lookup('s', 'sig1', undefined, 'h1', 0).kind, 'new')
+  dedup.remember('s', 'idem1', { bodySha256: 'h1', signalId: 'sig1', receivedAt: 'T', test: false }, 0)
+  t.equal(dedup.lookup('s', 'sig1', undefined, 'h1', 1).kind, 'replay')
+  t.equal(dedup.lookup('s', 'sig1', undefined, 'h2', 1).kind, 'conflict')
+  t.equal(dedup.lookup('s', 'sig2', 'idem1', 'h3', 1).kind, 'conflict', 'an Idempotency-Key reused by another signal')
+  t.equal(dedup.lookup('other', 'sig1', undefined, 'h2', 1).kind, 'new', 'scoped per source')
+  t.equal(dedup.lookup('s', 'sig1', undefined, 'h2', 20 * MIN + 1).kind, 'new')
+})
+
+t.test('dedup: a concurrent duplicate sees the reservation and waits for it', async (t) => {
+  const dedup = new DedupIndex({ windowMs: 20 * MIN })
+  const release = dedup.reserve('s', 'sig1', 'idem')
+  const seen = dedup.lookup('s', 'sig1', undefined, 'h', 0)
+  t.equal(seen.kind, 'in_flight')
+  t.equal(dedup.lookup('s', 'other', 'idem', 'h', 0).kind, 'in_flight', 'also by Idempotency-Key')
+  release()
+  if (seen.kind === 'in_flight') await seen.settled
+  t.equal(dedup.lookup('s', 'sig1', undefined, 'h', 0).kind, 'new', 'a failed first attempt leaves nothing behind')
+})
+
+t.test('rate: a bucket of burst 3 at 1 per second admits 3, refuses the 4th with Retry-After 1, refills', async (t) => {
+  const rates = new RateLimiter({ flagAfterMinutes: 3 })
+  const rate = { rate: 1, per: 'second' as const, burst: 3 }
+  t.same([0, 0, 0].map(() => rates.take('s', rate, 0).ok), [true, true, true])
+  const refused = rates.take('s', rate, 0)
+  t.same(refused, { ok: false, retryAfterS: 1, sustained: false })
+  t.equal(rates.take('s', rate, 1000).ok, true)
+})
+
+t.test('rate: Retry-After is the time until one token is back, per minute and per hour', async (t) => {
+  const rates = new RateLimiter({ flagAfterMinutes: 3 })
+  rates.take('m', { rate: 2, per: 'minute' }, 0)
+  rates.take('m', { rate: 2, per: 'minute' }, 0)
+  const m = rates.take('m', { rate: 2, per: 'minute' }, 0)
+  t.equal(!m.ok && m.retryAfterS, 30)
+  rates.take('h', { rate: 1, per: 'hour' }, 0)
+  const h = rates.take('h', { rate: 1, per: 'hour' }, 0)
+  t.equal(!h.ok && h.retryAfterS, 3600)
+})
+
+t.test('rate: refusals in N consecutive minutes are sustained over-rate; a quiet minute resets it', async (t) => {
+  const rates = new RateLimiter({ flagAfterMinutes: 3 })
+  const rate = { rate: 1, per: 'hour' as const }
+  rates.take('s', rate, 0)
+  const at = (minute: number) => rates.take('s', rate, minute * MIN + 1)
+  t.equal((at(0) as any).sustained, false)
+  t.equal((at(1) as any).sustained, false)
+  t.equal((at(2) as any).sustained, true)
+  t.equal((at(4) as any).sustained, false, 'minute 3 had no refusal')
+})

@@ -1,0 +1,40 @@
+import { generateKeyPairSync, sign } from 'node:crypto'
+import t from 'tap'
+import { VerifyPool } from '../../pipeline/index.js'
+
+const { privateKey, publicKey } = generateKeyPairSync('ed25519')
+const raw = publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
+
+t.test('the pool verifies valid signatures and refuses altered ones, across batches', async (t) => {
+  const pool = new VerifyPool({ threads: 2, batchSize: 8, queueLimit: 1000 })
+  t.teardown(() => pool.close())
+  const items = Array.from({ length: 100 }, (_, i) => {
+    const message = Buffer.from(`POST\n/p\n2026-01-01T00:00:00Z\nn${i}\nabc`)
+    const signature = sign(null, message, privateKey)
+    if (i % 3 === 0) signature[5]! ^= 1
+    return { message, signature, valid: i % 3 !== 0 }
+  })
+  const results = await Promise.all(items.map((it) => pool.verify({ publicKey: raw, message: it.message, signature: it.signature })))
+  t.same(results, items.map((it) => it.valid))
+  t.equal(pool.pending, 0)
+})
+
+t.test('hasRoom turns false at the queue limit and true again once answered', async (t) => {
+  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10 })
+  t.teardown(() => pool.close())
+  const message = Buffer.from('m')
+  const signature = sign(null, message, privateKey)
+  const all = Array.from({ length: 10 }, () => pool.verify({ publicKey: raw, message, signature }))
+  t.equal(pool.hasRoom(), false)
+  await Promise.all(all)
+  t.equal(pool.hasRoom(), true)
+})
+
+t.test('close finishes queued work and is safe to call twice', async (t) => {
+  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10 })
+  const message = Buffer.from('m')
+  const pending = pool.verify({ publicKey: raw, message, signature: sign(null, message, privateKey) })
+  await Promise.all([pool.close(), pool.close()])
+  t.equal(await pending, true)
+  await t.rejects(pool.verify({ publicKey: raw, message, signature: Buffer.alloc(64) }))
+})
