@@ -84,9 +84,11 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     const framing = checkFraming(headers)
     if (framing !== undefined) return refuse(reply, ctx, framing, true)
 
-    const firstAuth = checkSourceHeader(headers, urlSourceId) ?? checkAuthHeaders(headers)
-    if (firstAuth !== undefined) return refuse(reply, ctx, firstAuth, true)
-    const keyId = headers.keyId[0] as string
+    const sourceHeader = checkSourceHeader(headers, urlSourceId)
+    if (sourceHeader !== undefined) return refuse(reply, ctx, sourceHeader, true)
+    const auth = parseAuthHeaders(headers)
+    if (auth instanceof ApiError) return refuse(reply, ctx, auth, true)
+    const { keyId, timestamp: timestampHeader, requestTimeMs, nonce, signature } = auth
     ctx.keyId = keyId
 
     const key = source === undefined ? undefined : registry.key(source.source_id, keyId)
@@ -94,8 +96,6 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     if (source === undefined || key === undefined) return refuse(reply, ctx, new ApiError('unknown_key', 'no such key for this source'), true)
     if (key.record.state === 'revoked') return refuse(reply, ctx, new ApiError('revoked_key', 'the signing key is revoked'), true)
 
-    const timestampHeader = headers.timestamp[0] as string
-    const requestTimeMs = parseIsoUtc(timestampHeader) as number
     if (Math.abs(receivedAtMs - requestTimeMs) > MAX_SKEW_MS) {
       return refuse(reply, ctx, new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock'), true)
     }
@@ -106,8 +106,6 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     // Shed before reading the body: a full verify queue means waiting would only add latency.
     if (!pool.hasRoom()) return refuse(reply, ctx, new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 }), true)
 
-    const nonce = headers.nonce[0] as string
-    const signature = parseSignatureHeader(headers.signature[0] as string) as Buffer
     parts.bodies.read(res, MAX_BODY_BYTES, {
       isAborted: () => reply.aborted,
       onTimeout: () => refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true),
@@ -174,18 +172,31 @@ function checkSourceHeader(h: IngestHeaders, urlSourceId: string): ApiError | un
   return undefined
 }
 
+interface AuthHeaders {
+  readonly keyId: string
+  readonly timestamp: string
+  readonly requestTimeMs: number
+  readonly nonce: string
+  readonly signature: Buffer
+}
+
+/** The one value of a header that must appear exactly once, parsed; or the refusal. */
+function single<T>(name: string, values: string[], parse: (v: string) => T | undefined): T | ApiError {
+  if (values.length === 0) return new ApiError('missing_signature', `${name} is required`)
+  if (values.length > 1) return new ApiError('missing_signature', `${name} must appear exactly once`)
+  const parsed = parse(values[0] as string)
+  return parsed === undefined ? new ApiError('missing_signature', `${name} is malformed`) : parsed
+}
+
 /** Spec 5.2: every authentication header present, single and well-formed. */
-function checkAuthHeaders(h: IngestHeaders): ApiError | undefined {
-  const single: Array<[string, string[], (v: string) => boolean]> = [
-    ['X-Svc-Key-Id', h.keyId, isValidKeyId],
-    ['X-Svc-Timestamp', h.timestamp, (v) => parseIsoUtc(v) !== undefined],
-    ['X-Svc-Nonce', h.nonce, isValidNonce],
-    ['X-Svc-Signature', h.signature, (v) => parseSignatureHeader(v) !== undefined],
-  ]
-  for (const [name, values, valid] of single) {
-    if (values.length === 0) return new ApiError('missing_signature', `${name} is required`)
-    if (values.length > 1) return new ApiError('missing_signature', `${name} must appear exactly once`)
-    if (!valid(values[0] as string)) return new ApiError('missing_signature', `${name} is malformed`)
-  }
-  return undefined
+function parseAuthHeaders(h: IngestHeaders): AuthHeaders | ApiError {
+  const keyId = single('X-Svc-Key-Id', h.keyId, (v) => (isValidKeyId(v) ? v : undefined))
+  if (keyId instanceof ApiError) return keyId
+  const requestTimeMs = single('X-Svc-Timestamp', h.timestamp, parseIsoUtc)
+  if (requestTimeMs instanceof ApiError) return requestTimeMs
+  const nonce = single('X-Svc-Nonce', h.nonce, (v) => (isValidNonce(v) ? v : undefined))
+  if (nonce instanceof ApiError) return nonce
+  const signature = single('X-Svc-Signature', h.signature, parseSignatureHeader)
+  if (signature instanceof ApiError) return signature
+  return { keyId, timestamp: h.timestamp[0] as string, requestTimeMs, nonce, signature }
 }

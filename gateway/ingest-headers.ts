@@ -18,6 +18,19 @@ export interface IngestHeaders {
  * and a repeated Content-Length or security header is exactly what a smuggling or
  * confusion attempt looks like (DESIGN.md section 4: required headers present and single).
  */
+type ListField = Exclude<keyof IngestHeaders, 'transferEncoding'>
+
+const FIELD_OF: Readonly<Record<string, ListField>> = {
+  'content-length': 'contentLength',
+  'content-type': 'contentType',
+  'x-svc-source-id': 'sourceId',
+  'x-svc-key-id': 'keyId',
+  'x-svc-timestamp': 'timestamp',
+  'x-svc-nonce': 'nonce',
+  'x-svc-signature': 'signature',
+  'idempotency-key': 'idempotencyKey',
+}
+
 export function collectIngestHeaders(req: HttpRequest): IngestHeaders {
   const h: IngestHeaders = {
     contentLength: [],
@@ -31,34 +44,10 @@ export function collectIngestHeaders(req: HttpRequest): IngestHeaders {
     idempotencyKey: [],
   }
   req.forEach((key, value) => {
-    switch (key) {
-      case 'content-length':
-        h.contentLength.push(value)
-        break
-      case 'transfer-encoding':
-        h.transferEncoding++
-        break
-      case 'content-type':
-        h.contentType.push(value)
-        break
-      case 'x-svc-source-id':
-        h.sourceId.push(value)
-        break
-      case 'x-svc-key-id':
-        h.keyId.push(value)
-        break
-      case 'x-svc-timestamp':
-        h.timestamp.push(value)
-        break
-      case 'x-svc-nonce':
-        h.nonce.push(value)
-        break
-      case 'x-svc-signature':
-        h.signature.push(value)
-        break
-      case 'idempotency-key':
-        h.idempotencyKey.push(value)
-        break
+    if (key === 'transfer-encoding') h.transferEncoding++
+    else {
+      const field = FIELD_OF[key]
+      if (field !== undefined) h[field].push(value)
     }
   })
   return h
