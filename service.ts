@@ -4,13 +4,13 @@ import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import type { Config } from './config/index.js'
 import { startGateway } from './gateway/index.js'
-import { DedupIndex, IngestErrorLog, IngestPipeline, NonceStore, openJournal, RateLimiter, VerifyPool, type SignalLog } from './pipeline/index.js'
+import { IngestErrorLog, IngestPipeline, openJournal, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
 
 /** Spec 5.2: nonces expire after 10 minutes. */
 const NONCE_WINDOW_MS = 10 * 60_000
-/** Bounds the nonce store: about 150 bytes each, so at most ~750 MB. */
-const MAX_LIVE_NONCES = 5_000_000
+/** Bounds the nonce store, all sources together: about 150 bytes each, so at most ~300 MB. */
+const MAX_LIVE_NONCES = 2_000_000
 
 export interface RunningService {
   readonly port: number
@@ -48,26 +48,26 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
     fsyncIntervalMs: config.JOURNAL_FSYNC_INTERVAL_MS,
     dedupWindowMs,
   })
-  // Diagnostics only: never synced per record, and old segments are dropped.
+  // Diagnostics only: never synced per record, old segments dropped, no dedup.
   const errorLog = await openJournal({
     dir: join(dataDir, 'ingest-errors'),
     fsync: 'never',
     segmentBytes: 8 * 1024 * 1024,
     maxSegments: 4,
-    dedupWindowMs: 60_000,
+    dedupWindowMs: 0,
   })
   let logFailed = false
   const pool = new VerifyPool({ threads: config.VERIFY_THREADS, batchSize: config.VERIFY_BATCH, queueLimit: config.VERIFY_QUEUE_LIMIT })
-  const nonces = new NonceStore({ windowMs: NONCE_WINDOW_MS, maxEntries: MAX_LIVE_NONCES })
-  const dedup = new DedupIndex({ windowMs: dedupWindowMs })
   const pipeline = new IngestPipeline({
     log: signalLog,
     pool,
-    nonces,
-    dedup,
-    rates: new RateLimiter({ flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES }),
     registry,
     now: Date.now,
+    nonceWindowMs: NONCE_WINDOW_MS,
+    maxLiveNonces: MAX_LIVE_NONCES,
+    dedupWindowMs,
+    flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
+    onWarning: (message, err) => logger.warn({ err }, message),
     onLogFailure: (err) => {
       // The journal refuses every append after a failed write or fsync (a retry could
       // claim durability that does not exist): stop reporting ready so traffic moves away.
@@ -81,15 +81,11 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
   })
 
   const started = Date.now()
-  const restored = await pipeline.rebuild({ dedupMs: dedupWindowMs, nonceMs: NONCE_WINDOW_MS })
-  for (const n of await errors.load(Date.now() - NONCE_WINDOW_MS)) nonces.restore(n.sourceId, n.keyId, n.nonce, n.time, Date.now())
-  logger.info({ restored_signals: restored, nonces: nonces.size, ms: Date.now() - started, journal: signalLog.info() }, 'state rebuilt from the journal')
+  const restored = await pipeline.rebuild()
+  for (const n of await errors.load(Date.now() - NONCE_WINDOW_MS)) pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
+  logger.info({ restored_signals: restored, nonces: pipeline.liveNonces, ms: Date.now() - started, journal: signalLog.info() }, 'state rebuilt from the journal')
 
-  const sweeper = setInterval(() => {
-    const now = Date.now()
-    nonces.sweep(now)
-    dedup.sweep(now)
-  }, 5_000).unref()
+  const sweeper = setInterval(() => pipeline.sweep(), 5_000).unref()
 
   let open = true
   const gateway = await startGateway({

@@ -18,7 +18,7 @@ const Env = {
   DEDUP_WINDOW_S: { type: 'int', default: 1800, min: 1200, max: 7 * 86400, help: 'how long signal_id and Idempotency-Key are remembered; at least 20 minutes so every retry that passes the two 300 s checks is covered' },
   VERIFY_THREADS: { type: 'int', default: 0, min: 0, max: 64, help: 'verification worker threads; 0 = one per core' },
   VERIFY_BATCH: { type: 'int', default: 64, min: 1, max: 4096, help: 'signatures sent to a worker in one message' },
-  VERIFY_QUEUE_LIMIT: { type: 'int', default: 2048, min: 1, max: 1_000_000, help: 'requests waiting for verification before the edge sheds with 503' },
+  VERIFY_QUEUE_LIMIT: { type: 'int', default: 512, min: 1, max: 1_000_000, help: 'requests waiting for verification before the edge sheds with 503' },
   BODY_TIMEOUT_MS: { type: 'int', default: 5000, min: 100, max: 120_000, help: 'time allowed to receive a request body' },
   INGEST_ERRORS_PER_SOURCE: { type: 'int', default: 1000, min: 10, max: 100_000, help: 'refused ingest requests kept per source' },
   OVER_RATE_FLAG_MINUTES: { type: 'int', default: 5, min: 1, max: 1440, help: 'consecutive minutes with 429s after which a source is flagged for review' },
@@ -30,8 +30,12 @@ type ValueOf<S extends Spec> = S extends { type: 'int' } ? number : S extends { 
 
 export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K]> }
 
-/** Variables that belong to the process, not to us; all others of ours must be known. */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_']
+/**
+ * Prefixes that are ours: a variable starting with one must be a known one, so a typo
+ * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
+ * prefixes other software also uses (DATA_, LOG_) are left out.
+ */
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'ADMIN_', 'PUBLIC_BASE']
 
 export class ConfigError extends Error {
   readonly code = 'invalid_config'

@@ -4,16 +4,16 @@ import type { IngestErrorLog, IngestPipeline, SignedRequest, VerifyPool } from '
 import { isValidSignalId, parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
 import type { Registry } from '../registry/index.js'
 import { ApiError } from '../schemas/api-error.js'
+import { MAX_SKEW_MS } from '../schemas/signal.js'
 import type { BodyReader } from './http/body-reader.js'
 import { Reply } from './http/reply.js'
 import { nextRequestId } from './http/request-id.js'
 import type { HttpRequest, HttpResponse } from './http/uws.js'
-import { collectIngestHeaders, isJsonContentType, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
+import { framingProblem } from './http/framing.js'
+import { collectIngestHeaders, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
 
 /** Spec 2.2 and 8. */
 export const MAX_BODY_BYTES = 16 * 1024
-/** Spec 5.2 and 8: request timestamp skew, either way. */
-export const MAX_SKEW_MS = 300_000
 
 export interface IngestEdgeParts {
   readonly registry: Registry
@@ -81,8 +81,9 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
 
     if (parts.isDraining()) return refuse(reply, ctx, new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }), true)
 
-    const framing = checkFraming(headers)
-    if (framing !== undefined) return refuse(reply, ctx, framing, true)
+    // Spec 7 files an oversized body under invalid_body too.
+    const framing = framingProblem(headers, MAX_BODY_BYTES, { bodyRequired: true })
+    if (framing !== undefined) return refuse(reply, ctx, new ApiError('invalid_body', framing.kind === 'too_large' ? 'body is larger than 16 KB' : framing.message), true)
 
     const sourceHeader = checkSourceHeader(headers, urlSourceId)
     if (sourceHeader !== undefined) return refuse(reply, ctx, sourceHeader, true)
@@ -104,18 +105,32 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
       return refuse(reply, ctx, new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format'), true)
     }
     // Shed before reading the body: a full verify queue means waiting would only add latency.
-    if (!pool.hasRoom()) return refuse(reply, ctx, new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 }), true)
+    if (!pool.reserve()) return refuse(reply, ctx, new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 }), true)
+    // The slot is spent by the pipeline's verify, or given back here if the body never makes it.
+    let slotHeld = true
+    const giveBackSlot = () => {
+      if (slotHeld) pool.release()
+      slotHeld = false
+    }
 
     parts.bodies.read(res, MAX_BODY_BYTES, {
       isAborted: () => reply.aborted,
-      onTimeout: () => refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true),
-      onTooLarge: () => refuse(reply, ctx, new ApiError('invalid_body', 'body is larger than 16 KB'), true),
+      onTimeout: () => {
+        giveBackSlot()
+        refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true)
+      },
+      onTooLarge: () => {
+        giveBackSlot()
+        refuse(reply, ctx, new ApiError('invalid_body', 'body is larger than 16 KB'), true)
+      },
       onBody: (body) => {
         const json = parseStrictJson(body)
         const bodySourceId = json.ok && typeof json.value === 'object' && json.value !== null ? (json.value as Record<string, unknown>)['source_id'] : undefined
         if (typeof bodySourceId === 'string' && bodySourceId !== urlSourceId) {
+          giveBackSlot()
           return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body does not match the URL and X-Svc-Source-Id'))
         }
+        slotHeld = false
         const signed: SignedRequest = {
           requestId: reply.requestId,
           receivedAtMs,
@@ -148,22 +163,6 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
       },
     })
   }
-}
-
-/**
- * Exactly one Content-Length of at most 16 KB and no Transfer-Encoding: two lengths or
- * a length beside chunking is how request smuggling starts, so the connection is
- * closed after the refusal.
- */
-function checkFraming(h: IngestHeaders): ApiError | undefined {
-  if (h.transferEncoding > 0) return new ApiError('invalid_body', 'Transfer-Encoding is not accepted; send Content-Length')
-  if (h.contentLength.length !== 1) return new ApiError('invalid_body', 'exactly one Content-Length header is required')
-  const length = h.contentLength[0] as string
-  if (!/^\d{1,9}$/.test(length)) return new ApiError('invalid_body', 'Content-Length is not a number')
-  if (Number(length) > MAX_BODY_BYTES) return new ApiError('invalid_body', 'body is larger than 16 KB')
-  if (Number(length) === 0) return new ApiError('invalid_body', 'body is empty')
-  if (!isJsonContentType(h.contentType)) return new ApiError('invalid_body', 'Content-Type must be application/json')
-  return undefined
 }
 
 function checkSourceHeader(h: IngestHeaders, urlSourceId: string): ApiError | undefined {

@@ -1,10 +1,8 @@
+import type { FramingHeaders } from './http/framing.js'
 import type { HttpRequest } from './http/uws.js'
 
 /** The headers the ingest edge reads, and how often each one appeared. */
-export interface IngestHeaders {
-  contentLength: string[]
-  transferEncoding: number
-  contentType: string[]
+export interface IngestHeaders extends FramingHeaders {
   sourceId: string[]
   keyId: string[]
   timestamp: string[]
@@ -13,11 +11,6 @@ export interface IngestHeaders {
   idempotencyKey: string[]
 }
 
-/**
- * Collects every occurrence, not just the first: `getHeader` returns only one value,
- * and a repeated Content-Length or security header is exactly what a smuggling or
- * confusion attempt looks like (DESIGN.md section 4: required headers present and single).
- */
 type ListField = Exclude<keyof IngestHeaders, 'transferEncoding'>
 
 const FIELD_OF: Readonly<Record<string, ListField>> = {
@@ -31,6 +24,11 @@ const FIELD_OF: Readonly<Record<string, ListField>> = {
   'idempotency-key': 'idempotencyKey',
 }
 
+/**
+ * Collects every occurrence, not just the first: `getHeader` returns only one value,
+ * and a repeated Content-Length or security header is exactly what a smuggling or
+ * confusion attempt looks like (DESIGN.md section 4: required headers present and single).
+ */
 export function collectIngestHeaders(req: HttpRequest): IngestHeaders {
   const h: IngestHeaders = {
     contentLength: [],
@@ -53,11 +51,6 @@ export function collectIngestHeaders(req: HttpRequest): IngestHeaders {
   return h
 }
 
-/** `application/json`, optionally with a UTF-8 charset; the media type is case-insensitive. */
-export function isJsonContentType(values: string[]): boolean {
-  if (values.length !== 1) return false
-  return /^application\/json\s*(;\s*charset="?utf-8"?\s*)?$/i.test((values[0] as string).trim())
-}
 
 const SIGNATURE = /^ed25519=:([A-Za-z0-9+/]{86}==):$/
 const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/

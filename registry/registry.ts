@@ -50,11 +50,24 @@ export class Registry {
     return registry
   }
 
+  /**
+   * Makes memory equal `snapshot`. Source and key objects keep their identity (their
+   * fields are overwritten in place), because requests in flight hold them and must
+   * see a revocation that lands while they wait.
+   */
   #apply(snapshot: RegistrySnapshot): void {
     this.#tokens = new Map(snapshot.tokens.map((t) => [t.sha256, t]))
     this.#agents = new Map(snapshot.agents.map((a) => [a.agent_id, a]))
-    this.#sources = new Map(snapshot.sources.map((s) => [s.source_id, s]))
-    this.#keys = new Map(snapshot.keys.map((k) => [k.key_id, { record: k, publicKey: Buffer.from(k.public_key, 'base64url') }]))
+    const sources = new Map<string, SourceRecord>()
+    for (const s of snapshot.sources) sources.set(s.source_id, Object.assign(this.#sources.get(s.source_id) ?? s, s))
+    this.#sources = sources
+    const keys = new Map<string, LiveKey>()
+    for (const k of snapshot.keys) {
+      const live = this.#keys.get(k.key_id)
+      if (live !== undefined) Object.assign(live.record, k)
+      keys.set(k.key_id, live ?? { record: k, publicKey: Buffer.from(k.public_key, 'base64url') })
+    }
+    this.#keys = keys
   }
 
   #snapshot(): RegistrySnapshot {
@@ -69,12 +82,12 @@ export class Registry {
 
   /**
    * Runs one change at a time and persists it before resolving. If the write fails
-   * the in-memory state is rolled back to the last saved snapshot, so memory never
-   * claims what disk does not hold.
+   * the in-memory state is rolled back to a deep copy taken before the change, so
+   * memory never claims what disk does not hold.
    */
   #mutate<T>(change: () => T): Promise<T> {
     const run = async () => {
-      const before = this.#snapshot()
+      const before = structuredClone(this.#snapshot())
       const result = change()
       try {
         await this.#store.save(this.#snapshot())

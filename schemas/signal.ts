@@ -1,5 +1,8 @@
 import Type from 'typebox'
 
+/** Spec 5.2 and 8: the request timestamp against the server clock, and the payload ts against the request timestamp, either way. */
+export const MAX_SKEW_MS = 300_000
+
 /**
  * The ingest request body, spec section 2.2 with the limits of section 8. This is the
  * published contract (the OpenAPI document is generated from it). The gateway

@@ -33,8 +33,10 @@ export class BodyReader {
 
   /**
    * Collects up to `limit` bytes. `onBody` gets the whole body; `onTimeout` fires if it
-   * has not arrived in time, `onTooLarge` if it exceeds the limit (possible only when
-   * the declared length was not checked first).
+   * has not arrived in time or the client went away, `onTooLarge` if it exceeds the
+   * limit (possible only when the declared length was not checked first). Exactly one
+   * of the three fires, unless the client is gone before a first chunk arrives; then
+   * the deadline sweep fires `onTimeout`.
    */
   read(
     res: HttpResponse,
@@ -54,8 +56,11 @@ export class BodyReader {
     }
     this.#uploads.add(upload)
     res.onData((chunk, isLast) => {
-      if (finished || handlers.isAborted()) {
+      if (finished) return
+      if (handlers.isAborted()) {
+        // The client left mid-body: end the upload now so whatever it holds is given back.
         this.#uploads.delete(upload)
+        upload.onTimeout()
         return
       }
       size += chunk.byteLength

@@ -3,6 +3,7 @@ import { parseStrictJson } from '../../pipeline/index.js'
 import type { Principal, Registry } from '../../registry/index.js'
 import { ApiError } from '../../schemas/api-error.js'
 import type { BodyReader } from './body-reader.js'
+import { collectFramingHeaders, framingProblem } from './framing.js'
 import { Reply } from './reply.js'
 import { nextRequestId } from './request-id.js'
 import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js'
@@ -59,9 +60,8 @@ export function jsonRoute(
     const params = Array.from({ length: paramCount }, (_, i) => req.getParameter(i) ?? '')
     const query = new URLSearchParams(req.getQuery() ?? '')
     const authorization = req.getHeader('authorization')
-    const contentType = req.getHeader('content-type')
-    const contentLength = req.getHeader('content-length')
-    const chunked = req.getHeader('transfer-encoding') !== ''
+    const framing = method === 'post' ? framingProblem(collectFramingHeaders(req), MAX_CONTROL_BODY_BYTES, { bodyRequired: false }) : undefined
+    const hasBody = method === 'post' && !['', '0'].includes(req.getHeader('content-length'))
     const fail = (err: unknown, close = false) => {
       if (err instanceof ApiError) return reply.fail(err, close)
       parts.logger.error({ request_id: reply.requestId, err }, 'control request failed')
@@ -82,10 +82,8 @@ export function jsonRoute(
           (err: unknown) => fail(err),
         )
     }
-    if (chunked) return fail(new ApiError('invalid_request', 'Transfer-Encoding is not accepted; send Content-Length'), true)
-    if (method === 'get' || contentLength === '' || contentLength === '0') return run(undefined)
-    if (Number(contentLength) > MAX_CONTROL_BODY_BYTES) return fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true)
-    if (!/^application\/json\s*(;.*)?$/i.test(contentType)) return fail(new ApiError('invalid_request', 'Content-Type must be application/json'), true)
+    if (framing !== undefined) return fail(new ApiError(framing.kind === 'too_large' ? 'payload_too_large' : 'invalid_request', framing.message), true)
+    if (!hasBody) return run(undefined)
     parts.bodies.read(res, MAX_CONTROL_BODY_BYTES, {
       isAborted: () => reply.aborted,
       onTimeout: () => fail(new ApiError('invalid_request', 'request body was not received in time'), true),

@@ -14,7 +14,14 @@ export interface IngestErrorRecord {
 /** Stored alongside, never shown: lets a restart re-claim nonces of refused requests. */
 interface StoredRecord extends IngestErrorRecord {
   readonly source_id: string
+  /** Present when the signature verified: the refusal came from the creator. */
   readonly nonce?: string
+}
+
+/** One ring for refusals of requests whose signature verified, one for the rest. */
+interface SourceRings {
+  readonly verified: Entry[]
+  readonly unverified: Entry[]
 }
 
 interface Entry {
@@ -28,15 +35,17 @@ export interface IngestErrorPage {
 }
 
 /**
- * Refused ingest requests per source, newest first. Held in memory as a ring per
- * source (`perSource` entries, so a flood of bad requests cannot grow it) and appended
- * to a diagnostics log on disk so the history survives a restart. The disk write is
- * not awaited by the refusal: diagnostics must never slow the answer down.
+ * Refused ingest requests per source, newest first. Held in memory in two rings per
+ * source of `perSource` entries each: refusals of requests whose signature verified
+ * (they came from the creator) and the rest. Anyone can send unsigned junk naming a
+ * source; it fills only the second ring and never pushes the creator's own refusals
+ * out. Appended to a diagnostics log on disk so the history survives a restart; the
+ * disk write is not awaited: diagnostics must never slow the answer down.
  */
 export class IngestErrorLog {
   readonly #log: SignalLog
   readonly #perSource: number
-  readonly #bySource = new Map<string, Entry[]>()
+  readonly #bySource = new Map<string, SourceRings>()
   readonly #onWriteError: (err: unknown) => void
   #seq = 0
 
@@ -60,7 +69,7 @@ export class IngestErrorLog {
       for (const r of batch) {
         const stored = JSON.parse(Buffer.from(r.data).toString('utf8')) as StoredRecord
         const { source_id, nonce, ...record } = stored
-        this.#push(source_id, record)
+        this.#push(source_id, record, nonce !== undefined)
         if (nonce !== undefined && record.key_id !== null && r.time >= nonceSinceMs) {
           nonces.push({ sourceId: source_id, keyId: record.key_id, nonce, time: r.time })
         }
@@ -70,21 +79,25 @@ export class IngestErrorLog {
     return nonces
   }
 
+  /** `claimedNonce` is given when the signature verified and the nonce was claimed. */
   record(sourceId: string, record: IngestErrorRecord, claimedNonce?: string): void {
-    this.#push(sourceId, record)
+    this.#push(sourceId, record, claimedNonce !== undefined)
     const stored: StoredRecord = claimedNonce === undefined ? { ...record, source_id: sourceId } : { ...record, source_id: sourceId, nonce: claimedNonce }
-    // The request id is unique, so the log's dedup never drops a refusal.
-    this.#log.append(record.request_id, Buffer.from(JSON.stringify(stored))).catch(this.#onWriteError)
+    // An empty dedup id turns the log's dedup off: every refusal is its own record,
+    // and the log keeps no per-record memory for it.
+    this.#log.append('', Buffer.from(JSON.stringify(stored))).catch(this.#onWriteError)
   }
 
-  #push(sourceId: string, record: IngestErrorRecord): void {
-    let ring = this.#bySource.get(sourceId)
-    if (ring === undefined) {
-      ring = []
-      this.#bySource.set(sourceId, ring)
+  #push(sourceId: string, record: IngestErrorRecord, verified: boolean): void {
+    let rings = this.#bySource.get(sourceId)
+    if (rings === undefined) {
+      rings = { verified: [], unverified: [] }
+      this.#bySource.set(sourceId, rings)
     }
+    const ring = verified ? rings.verified : rings.unverified
     ring.push({ seq: ++this.#seq, record })
-    if (ring.length > this.#perSource) ring.splice(0, ring.length - this.#perSource)
+    // Trim in steps, not per record: splice is O(n).
+    if (ring.length > this.#perSource * 1.25) ring.splice(0, ring.length - this.#perSource)
   }
 
   /** Newest first; `cursor` is the opaque `next_cursor` of the previous page. */
@@ -95,13 +108,27 @@ export class IngestErrorLog {
       if (!Number.isSafeInteger(decoded) || decoded <= 0) return undefined
       before = decoded
     }
-    const ring = this.#bySource.get(sourceId) ?? []
+    const rings = this.#bySource.get(sourceId)
+    if (rings === undefined) return { items: [], nextCursor: null }
+    // Merge the two rings newest first, both already in seq order.
+    let a = lastBefore(rings.verified, before)
+    let b = lastBefore(rings.unverified, before)
     const items: IngestErrorRecord[] = []
-    let i = ring.length - 1
-    while (i >= 0 && (ring[i] as Entry).seq >= before) i--
-    for (; i >= 0 && items.length < limit; i--) items.push((ring[i] as Entry).record)
-    const last = ring[i + 1]
-    const more = i >= 0 && last !== undefined
-    return { items, nextCursor: more ? Buffer.from(String(last.seq)).toString('base64url') : null }
+    let lastSeq = 0
+    while (items.length < limit && (a >= 0 || b >= 0)) {
+      const fromA = b < 0 || (a >= 0 && (rings.verified[a] as Entry).seq > (rings.unverified[b] as Entry).seq)
+      const entry = (fromA ? rings.verified[a--] : rings.unverified[b--]) as Entry
+      items.push(entry.record)
+      lastSeq = entry.seq
+    }
+    const more = a >= 0 || b >= 0
+    return { items, nextCursor: more ? Buffer.from(String(lastSeq)).toString('base64url') : null }
   }
+}
+
+/** Index of the newest entry with seq below `before`, or -1. */
+function lastBefore(ring: Entry[], before: number): number {
+  let i = ring.length - 1
+  while (i >= 0 && (ring[i] as Entry).seq >= before) i--
+  return i
 }

@@ -1,15 +1,17 @@
 import { ApiError } from '../../schemas/api-error.js'
-import { isLogError } from '../log-journal.js'
+import type { Manifest } from '../../schemas/manifest.js'
+import { MAX_SKEW_MS } from '../../schemas/signal.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
+import { isLogError } from '../log-journal.js'
 import type { SignalLog } from '../log.js'
 import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js'
-import type { VerifyPool } from '../verify/verify-pool.js'
-import type { DedupIndex, DedupRecord } from './dedup-index.js'
-import type { NonceStore } from './nonce-store.js'
-import type { RateLimiter } from './rate-limiter.js'
+import { isPoolClosed, type VerifyPool } from '../verify/verify-pool.js'
+import { NonceStore } from './nonce-store.js'
+import { RateLimiter } from './rate-limiter.js'
 import { decodeSignalRecord, encodeSignalRecord, signalDedupId, type SignalRecord } from './signal-record.js'
+import { SignalDedup, type DedupRecord } from './signal-dedup.js'
 
-/** A request that passed the edge's cheap checks, on its way through verification. */
+/** A request that passed the edge's cheap checks and holds a verification slot. */
 export interface SignedRequest {
   readonly requestId: string
   readonly receivedAtMs: number
@@ -41,46 +43,70 @@ export interface AcceptedBody {
   readonly deduplicated?: true
 }
 
-export interface IngestPipelineParts {
+export interface IngestPipelineOptions {
   readonly log: SignalLog
   readonly pool: VerifyPool
-  readonly nonces: NonceStore
-  readonly dedup: DedupIndex
-  readonly rates: RateLimiter
   readonly registry: Registry
   readonly now: () => number
-  /** Called when the log refuses an append; the service stops reporting ready. */
+  /** Spec 5.2: 10 minutes. */
+  readonly nonceWindowMs: number
+  /** Memory bound of the nonce store, all sources together. */
+  readonly maxLiveNonces: number
+  readonly dedupWindowMs: number
+  readonly flagAfterMinutes: number
+  /** The log refused an append for good: the service must stop reporting ready. */
   readonly onLogFailure: (err: Error) => void
+  /** Something worth a log line that does not change the answer. */
+  readonly onWarning: (message: string, err: unknown) => void
 }
+
+const PER_SECONDS = { second: 1, minute: 60, hour: 3600 } as const
 
 /**
  * Everything after the edge, in the order of spec 4.1: signature, nonce, signal_id
  * dedup, field validation, rate limit, durable append. The edge has already matched
- * the three source ids, checked the headers, the key's state and the request skew.
+ * the header and URL source ids, checked the headers, the key's state, the request
+ * skew and the body's source_id, and reserved a verification slot.
  */
 export class IngestPipeline {
-  readonly #p: IngestPipelineParts
+  readonly #o: IngestPipelineOptions
+  readonly #nonces: NonceStore
+  readonly #dedup: SignalDedup
+  readonly #rates: RateLimiter
 
-  constructor(parts: IngestPipelineParts) {
-    this.#p = parts
+  constructor(options: IngestPipelineOptions) {
+    this.#o = options
+    this.#nonces = new NonceStore({ windowMs: options.nonceWindowMs, maxEntries: options.maxLiveNonces })
+    this.#dedup = new SignalDedup({ windowMs: options.dedupWindowMs })
+    this.#rates = new RateLimiter({ flagAfterMinutes: options.flagAfterMinutes })
+  }
+
+  get liveNonces(): number {
+    return this.#nonces.size
   }
 
   async process(req: SignedRequest): Promise<AcceptedBody> {
     const { source, key } = req
     const message = Buffer.from(`${req.method}\n${req.path}\n${req.timestampHeader}\n${req.nonce}\n${req.bodySha256}`)
-    const valid = await this.#p.pool.verify({ publicKey: key.publicKey, message, signature: req.signature })
+    const valid = await this.#o.pool.verify({ publicKey: key.publicKey, message, signature: req.signature }).catch((err: unknown) => {
+      if (isPoolClosed(err)) throw new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
+      throw err
+    })
     if (!valid) throw new ApiError('invalid_signature', 'request signature could not be verified')
-    // The key may have been revoked while the request waited for a worker: revocation is immediate.
-    if (key.record.state === 'revoked') throw new ApiError('revoked_key', 'the signing key is revoked')
-
-    if (!this.#p.nonces.claim(source.source_id, key.record.key_id, req.nonce, this.#p.now())) {
-      throw new ApiError('replayed_nonce', 'this nonce was already used with this key in the last 10 minutes')
+    // Revocation is immediate, also for a request that waited for a worker.
+    assertNotRevoked(key)
+    const now = this.#o.now()
+    // Checked again at claim time: the nonce window covers a replay only while the
+    // timestamp is within the skew, and a request may have waited since the edge.
+    if (Math.abs(now - req.requestTimeMs) > MAX_SKEW_MS) {
+      throw new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock')
     }
-    req.nonceClaimed = true
+    this.#claimNonce(req, now)
 
     if (!req.json.ok) throw new ApiError('invalid_body', `body is not valid JSON: ${req.json.reason}`)
-    const value = req.json.value as Record<string, unknown> | null
-    const signalId = typeof value === 'object' && value !== null && !Array.isArray(value) ? value['signal_id'] : undefined
+    const value = req.json.value
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new ApiError('invalid_body', 'body must be a JSON object')
+    const signalId = (value as Record<string, unknown>)['signal_id']
     if (!isValidSignalId(signalId)) {
       throw new ApiError('invalid_signal_id', 'signal_id must be 8 to 128 characters of letters, digits, _, - and :')
     }
@@ -88,21 +114,39 @@ export class IngestPipeline {
     return this.#deduplicated(req, signalId)
   }
 
+  #claimNonce(req: SignedRequest, now: number): void {
+    const { source, key } = req
+    const claim = this.#nonces.claim(source.source_id, key.record.key_id, req.nonce, now, nonceCap(source.manifest.max_rate, this.#o.nonceWindowMs))
+    switch (claim) {
+      case 'claimed':
+        req.nonceClaimed = true
+        return
+      case 'replayed':
+        throw new ApiError('replayed_nonce', 'this nonce was already used with this key in the last 10 minutes')
+      case 'scope_full':
+        // A key signing far more than its source's max_rate: its own excess, refused like one.
+        throw new ApiError('rate_limited', 'too many requests signed with this key in the nonce window', { retryAfter: 60 })
+      case 'store_full':
+        throw new ApiError('overloaded', 'the gateway is holding too many nonces; retry', { retryAfter: 5 })
+    }
+  }
+
   /** Dedup by signal_id and Idempotency-Key; concurrent duplicates wait for the first. */
   async #deduplicated(req: SignedRequest, signalId: string): Promise<AcceptedBody> {
     const sourceId = req.source.source_id
     for (;;) {
-      const found = this.#p.dedup.lookup(sourceId, signalId, req.idempotencyKey, req.bodySha256, this.#p.now())
+      const found = this.#dedup.lookup(sourceId, signalId, req.idempotencyKey, req.bodySha256, this.#o.now())
       switch (found.kind) {
         case 'in_flight':
           await found.settled
           continue
         case 'replay':
+          if (found.record.test) await this.#markTested(req)
           return accepted(sourceId, found.record, true)
         case 'conflict':
           throw new ApiError('idempotency_conflict', 'this signal_id or Idempotency-Key was already used with a different body')
         case 'new': {
-          const release = this.#p.dedup.reserve(sourceId, signalId, req.idempotencyKey)
+          const release = this.#dedup.reserve(sourceId, signalId, req.idempotencyKey)
           try {
             return await this.#admit(req, signalId)
           } finally {
@@ -123,55 +167,55 @@ export class IngestPipeline {
     })
     if (!fields.ok) throw new ApiError(fields.code, fields.message)
 
-    const rate = this.#p.rates.take(source.source_id, source.manifest.max_rate, this.#p.now())
+    const rate = this.#rates.take(source.source_id, source.manifest.max_rate, this.#o.now())
     if (!rate.ok) {
-      if (rate.sustained && source.flagged_for_review_at === null) void this.#p.registry.flagSource(source.source_id).catch(() => undefined)
+      if (rate.sustained && source.flagged_for_review_at === null) {
+        this.#o.registry.flagSource(source.source_id).catch((err: unknown) => this.#o.onWarning('could not flag the source for review', err))
+      }
       throw new ApiError('rate_limited', `source exceeded its max_rate of ${source.manifest.max_rate.rate} per ${source.manifest.max_rate.per}`, {
         retryAfter: rate.retryAfterS,
       })
     }
 
     const test = key.record.state === 'pending'
-    const { signal } = fields
-    const record: SignalRecord = {
-      v: 1,
-      source_id: source.source_id,
-      signal_id: signalId,
-      key_id: key.record.key_id,
-      test,
-      received_at: new Date(req.receivedAtMs).toISOString(),
-      emitted_at: new Date(fields.emittedAtMs).toISOString(),
-      token: signal.token,
-      severity: signal.severity,
-      confidence: signal.confidence ?? null,
-      note: signal.note ?? null,
-      idempotency_key: req.idempotencyKey ?? null,
-      body_sha256: req.bodySha256,
-      request_timestamp: req.timestampHeader,
-      nonce: req.nonce,
-      signature: Buffer.from(req.signature).toString('base64'),
-      body: req.body.toString('utf8'),
-    }
-    const appended = await this.#p.log.append(signalDedupId(source.source_id, signalId), encodeSignalRecord(record)).catch((err: unknown) => {
+    const record = signalRecord(req, signalId, test, fields.emittedAtMs, fields.signal)
+    // Last look before the append: a revoke acknowledged by now must win.
+    assertNotRevoked(key)
+    const appended = await this.#o.log.append(signalDedupId(source.source_id, signalId), encodeSignalRecord(record)).catch((err: unknown) => {
       // Nothing was promised yet: the client retries, and the log's dedup id makes that safe.
-      if (isLogError(err)) this.#p.onLogFailure(err)
+      if (isLogError(err, 'log_io') || isLogError(err, 'log_corrupt')) this.#o.onLogFailure(err as Error)
       throw new ApiError('not_ready', 'the signal log is unavailable; retry', { cause: err, retryAfter: 1 })
     })
-    let remembered: Omit<DedupRecord, 'expiresAt'> = { bodySha256: req.bodySha256, signalId, receivedAt: record.received_at, test }
-    if (appended.duplicate) {
-      // The log held this id though the index did not (a restart raced a retry): its record decides.
-      const [original] = await this.#p.log.read({ fromSeq: appended.seq }, 1)
-      if (original === undefined) throw new Error(`log reported duplicate seq ${appended.seq} but cannot read it`)
-      const first = decodeSignalRecord(original.data)
-      remembered = { bodySha256: first.body_sha256, signalId, receivedAt: first.received_at, test: first.test }
+    const remembered = appended.duplicate
+      ? await this.#original(appended.seq)
+      : { bodySha256: req.bodySha256, signalId, receivedAt: record.received_at, test }
+    this.#dedup.remember(source.source_id, req.idempotencyKey, remembered, this.#o.now())
+    if (appended.duplicate && remembered.bodySha256 !== req.bodySha256) {
+      throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
-    this.#p.dedup.remember(source.source_id, req.idempotencyKey, remembered, this.#p.now())
-    if (appended.duplicate) {
-      if (remembered.bodySha256 !== req.bodySha256) throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
-      return accepted(source.source_id, { ...remembered, expiresAt: 0 }, true)
+    if (remembered.test) await this.#markTested(req)
+    return accepted(source.source_id, { ...remembered, expiresAt: 0 }, appended.duplicate)
+  }
+
+  /** The log held this id though the index did not (a restart raced a retry): its first record decides. */
+  async #original(seq: number): Promise<Omit<DedupRecord, 'expiresAt'>> {
+    const [original] = await this.#o.log.read({ fromSeq: seq }, 1)
+    if (original === undefined || original.seq !== seq) {
+      throw new ApiError('internal_error', `the log reported seq ${seq} as the original but cannot read it`)
     }
-    if (test && key.record.tested_at === null) await this.#p.registry.markTested(source.source_id, key.record.key_id)
-    return accepted(source.source_id, { ...remembered, expiresAt: 0 }, false)
+    const first = decodeSignalRecord(original.data)
+    return { bodySha256: first.body_sha256, signalId: first.signal_id, receivedAt: first.received_at, test: first.test }
+  }
+
+  /**
+   * Spec 3.1: an accepted test signal lets the key be promoted. Best-effort once the
+   * signal is durable: the 202 stands even if the registry write fails, and a retry
+   * of the test signal (a deduplicated accept) marks the key again.
+   */
+  async #markTested(req: SignedRequest): Promise<void> {
+    const { key, source } = req
+    if (key.record.state !== 'pending' || key.record.tested_at !== null) return
+    await this.#o.registry.markTested(source.source_id, key.record.key_id).catch((err: unknown) => this.#o.onWarning('could not mark the key tested', err))
   }
 
   /**
@@ -179,26 +223,80 @@ export class IngestPipeline {
    * signal accepted before a crash still gets its deduplicated 202 and a captured
    * request cannot be replayed.
    */
-  async rebuild(windows: { dedupMs: number; nonceMs: number }): Promise<number> {
-    const now = this.#p.now()
+  async rebuild(): Promise<number> {
+    const now = this.#o.now()
     let restored = 0
-    let start: { fromTime: number } | { fromSeq: number } = { fromTime: now - windows.dedupMs }
+    let start: { fromTime: number } | { fromSeq: number } = { fromTime: now - this.#o.dedupWindowMs }
     for (;;) {
-      const batch = await this.#p.log.read(start, 4096)
+      const batch = await this.#o.log.read(start, 4096)
       if (batch.length === 0) return restored
       for (const entry of batch) {
         const r = decodeSignalRecord(entry.data)
-        this.#p.dedup.remember(
+        this.#dedup.remember(
           r.source_id,
           r.idempotency_key ?? undefined,
           { bodySha256: r.body_sha256, signalId: r.signal_id, receivedAt: r.received_at, test: r.test },
           entry.time,
         )
-        if (entry.time >= now - windows.nonceMs) this.#p.nonces.restore(r.source_id, r.key_id, r.nonce, entry.time, now)
+        this.#nonces.restore(r.source_id, r.key_id, r.nonce, entry.time, now)
         restored++
       }
       start = { fromSeq: (batch[batch.length - 1] as { seq: number }).seq + 1 }
     }
+  }
+
+  /** Re-claims a nonce that a refused request used before a restart. */
+  restoreNonce(sourceId: string, keyId: string, nonce: string, claimedAt: number): void {
+    this.#nonces.restore(sourceId, keyId, nonce, claimedAt, this.#o.now())
+  }
+
+  /** Drops expired nonces and dedup entries; called from a slow timer. */
+  sweep(): void {
+    const now = this.#o.now()
+    this.#nonces.sweep(now)
+    this.#dedup.sweep(now)
+  }
+}
+
+function assertNotRevoked(key: LiveKey): void {
+  if (key.record.state === 'revoked') throw new ApiError('revoked_key', 'the signing key is revoked')
+}
+
+/**
+ * Live nonces one (source, key) may hold: twice what its max_rate allows in a nonce
+ * window, plus the burst, and never fewer than 1,000, so a source within its rate
+ * never meets the bound.
+ */
+export function nonceCap(maxRate: Manifest['max_rate'], windowMs: number): number {
+  const perWindow = (maxRate.rate / PER_SECONDS[maxRate.per]) * (windowMs / 1000)
+  return Math.max(1000, Math.ceil(2 * perWindow + (maxRate.burst ?? maxRate.rate)))
+}
+
+function signalRecord(
+  req: SignedRequest,
+  signalId: string,
+  test: boolean,
+  emittedAtMs: number,
+  signal: { token: string; severity: string; confidence?: number; note?: string },
+): SignalRecord {
+  return {
+    v: 1,
+    source_id: req.source.source_id,
+    signal_id: signalId,
+    key_id: req.key.record.key_id,
+    test,
+    received_at: new Date(req.receivedAtMs).toISOString(),
+    emitted_at: new Date(emittedAtMs).toISOString(),
+    token: signal.token,
+    severity: signal.severity,
+    confidence: signal.confidence ?? null,
+    note: signal.note ?? null,
+    idempotency_key: req.idempotencyKey ?? null,
+    body_sha256: req.bodySha256,
+    request_timestamp: req.timestampHeader,
+    nonce: req.nonce,
+    signature: Buffer.from(req.signature).toString('base64'),
+    body: req.body.toString('utf8'),
   }
 }
 

@@ -1,4 +1,5 @@
 import type { ErrorCode } from '../../schemas/api-error.js'
+import { MAX_SKEW_MS } from '../../schemas/signal.js'
 import { parseIsoUtc } from './iso-timestamp.js'
 import { isValidToken } from './token-address.js'
 
@@ -12,7 +13,7 @@ import { isValidToken } from './token-address.js'
 
 export const SIGNAL_ID_PATTERN = /^[A-Za-z0-9_:-]{8,128}$/
 /** Spec 8: payload ts against the request timestamp header, either direction. */
-export const MAX_TS_SKEW_MS = 300_000
+export const MAX_TS_SKEW_MS = MAX_SKEW_MS
 export const NOTE_MAX_CODE_POINTS = 280
 /** User input quoted in an error message is cut to this many UTF-16 units. */
 const ECHO_MAX = 64

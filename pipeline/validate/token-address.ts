@@ -1,18 +1,20 @@
 import { keccak_256 } from '@noble/hashes/sha3.js'
 import { base58 } from '@scure/base'
+import { CHAINS } from '../../schemas/manifest.js'
 
 /**
  * Token address formats per chain (spec 2.2: "a valid mint or account address for
  * the declared chain"; DESIGN.md section 4 names the chains). Syntax and checksum
  * only: whether the account exists on chain is not the gateway's business.
  */
-export const SUPPORTED_CHAINS = ['solana', 'ethereum', 'base', 'arbitrum', 'optimism', 'polygon', 'bsc', 'avalanche'] as const
+/** The chains a manifest may declare; defined once, with the manifest schema. */
+export const SUPPORTED_CHAINS = CHAINS
 export type Chain = (typeof SUPPORTED_CHAINS)[number]
 
-const CHAINS: ReadonlySet<string> = new Set(SUPPORTED_CHAINS)
+const CHAIN_SET: ReadonlySet<string> = new Set(SUPPORTED_CHAINS)
 
 export function isSupportedChain(s: unknown): s is Chain {
-  return typeof s === 'string' && CHAINS.has(s)
+  return typeof s === 'string' && CHAIN_SET.has(s)
 }
 
 /** True when `token` is a well-formed address on `chain`; false for unknown chains. */

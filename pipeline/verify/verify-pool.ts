@@ -19,6 +19,17 @@ interface Waiter {
   readonly reject: (err: unknown) => void
 }
 
+/** Thrown by `verify` once the pool is closing: the caller answers 503, not 500. */
+export class PoolClosedError extends Error {
+  readonly code = 'pool_closed'
+  constructor() {
+    super('verify pool is closed')
+    this.name = 'PoolClosedError'
+  }
+}
+
+export const isPoolClosed = (err: unknown): err is PoolClosedError => err instanceof PoolClosedError
+
 /** The worker module sits beside this file: `.js` once built, `.ts` under the test loader. */
 function workerFile(): string {
   const js = fileURLToPath(new URL('./verify-worker.js', import.meta.url))
@@ -29,8 +40,12 @@ function workerFile(): string {
  * Ed25519 verification off the event loop. Requests are gathered into batches: a
  * batch leaves as soon as a worker is free (so a lone request is not delayed) and
  * otherwise grows up to `batchSize` while the workers are busy, which is when
- * amortising the thread hop pays. The number of requests waiting is bounded by
- * `queueLimit`; the edge asks `hasRoom()` before it reads a body.
+ * amortising the thread hop pays.
+ *
+ * The number of requests waiting is bounded by `queueLimit`, counted from the moment
+ * the edge decides to read a body: the edge takes a slot with `reserve()` before
+ * reading, and either spends it on `verify()` or gives it back with `release()`, so
+ * bodies in transit count against the bound too.
  */
 export class VerifyPool {
   readonly #piscina: Piscina
@@ -61,18 +76,29 @@ export class VerifyPool {
     return this.#threads
   }
 
-  /** Requests accepted for verification and not yet answered. */
+  /** Slots taken: requests being read or verified. */
   get pending(): number {
     return this.#pending
   }
 
-  hasRoom(): boolean {
-    return !this.#closed && this.#pending < this.#queueLimit
+  /** Takes a slot if one is free; false means shed. */
+  reserve(): boolean {
+    if (this.#closed || this.#pending >= this.#queueLimit) return false
+    this.#pending++
+    return true
   }
 
+  /** Gives back a slot that will not be spent on `verify`. */
+  release(): void {
+    this.#pending--
+  }
+
+  /** Verifies one signature, spending a slot taken with `reserve()`. */
   verify(item: VerifyItem): Promise<boolean> {
-    if (this.#closed) return Promise.reject(new Error('verify pool is closed'))
-    this.#pending++
+    if (this.#closed) {
+      this.#pending--
+      return Promise.reject(new PoolClosedError())
+    }
     return new Promise<boolean>((resolve, reject) => {
       this.#waiting.push({ item, resolve, reject })
       if (this.#waiting.length >= this.#batchSize) this.#dispatch()
@@ -114,7 +140,7 @@ export class VerifyPool {
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
-    while (this.#pending > 0) {
+    while (this.#waiting.length > 0 || this.#batchesInFlight > 0) {
       this.#dispatch()
       await new Promise((resolve) => setTimeout(resolve, 5))
     }

@@ -81,3 +81,17 @@ t.test('registry state (tokens, sources, keys and their states) survives kill -9
   t.equal(res.status, 202, 'the active key still verifies')
   t.equal(res.body.test, undefined, 'and is still active, not pending')
 })
+
+t.test('the nonce of a refused but verified request is still refused after kill -9 and restart', async (t) => {
+  const first = await startGateway(t)
+  const src = await provision(first)
+  const signed = src.sign(payload(src.sourceId, { severity: 'not-a-level' }))
+  t.equal((await push(first, signed)).body.error.code, 'invalid_severity')
+  await new Promise((r) => setTimeout(r, 300)) // the diagnostics log is written behind the answer
+  first.proc.kill('SIGKILL')
+  await first.exited()
+  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  const replay = await push(second, signed)
+  t.equal(replay.status, 401)
+  t.equal(replay.body.error.code, 'replayed_nonce')
+})

@@ -119,6 +119,30 @@ for (const name of ['X-Svc-Signature', 'X-Svc-Nonce', 'X-Svc-Key-Id', 'X-Svc-Tim
   })
 }
 
+t.test('a repeated Idempotency-Key header is refused with 400 invalid_body', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+  const res = await rawRequest(gw.port, [requestBytes(path, signedHeaders(body, [['Idempotency-Key', 'idem-aaaa-1'], ['Idempotency-Key', 'idem-bbbb-2']]), body)])
+  await refusedRaw(t, res, 400, 'invalid_body')
+})
+
+t.test('a missing or repeated Content-Type is refused with 400 invalid_body', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+  const without = signedHeaders(body).filter(([k]) => k !== 'Content-Type')
+  await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, without, body)]), 400, 'invalid_body')
+  const twice = signedHeaders(body, [['Content-Type', 'application/json']])
+  await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, twice, body)]), 400, 'invalid_body')
+})
+
+t.test('the control plane refuses two Content-Length headers too, and closes the connection', async (t) => {
+  const body = JSON.stringify({ role: 'creator', subject: 'x' })
+  const res = await rawRequest(gw.port, [
+    requestBytes('/v1/admin/tokens', [['Authorization', `Bearer ${gw.adminToken}`], ['Content-Type', 'application/json'], ['Content-Length', String(body.length)], ['Content-Length', String(body.length + 3)]], body),
+  ])
+  t.equal(res?.status, 400)
+  t.equal(res?.body?.error?.code, 'invalid_request')
+  t.equal(res?.closed, true)
+})
+
 t.test('a Content-Type other than application/json is refused with 400 invalid_body', async (t) => {
   const signed = src.sign(payload(src.sourceId))
   const res = await push(gw, { ...signed, headers: { ...signed.headers, 'content-type': 'text/plain' } })

@@ -26,6 +26,22 @@ t.test('promoting a key before a test signal is refused with 409 key_not_tested'
   t.equal(res.body.error.code, 'key_not_tested')
 })
 
+t.test('a refused test signal does not count: the key stays untested', async (t) => {
+  const src = await provision(gw, { activate: false })
+  const res = await push(gw, src.sign(payload(src.sourceId, { severity: 'unknown-level' })))
+  t.equal(res.status, 400)
+  const promote = await keyCall(src, src.keyId, 'promote')
+  t.equal(promote.status, 409)
+  t.equal(promote.body.error.code, 'key_not_tested')
+})
+
+t.test('promoting an active key is refused with 409 invalid_key_state', async (t) => {
+  const src = await provision(gw)
+  const res = await keyCall(src, src.keyId, 'promote')
+  t.equal(res.status, 409)
+  t.equal(res.body.error.code, 'invalid_key_state')
+})
+
 t.test('a signal signed by a pending key is a test signal: 202 with test true', async (t) => {
   const src = await provision(gw, { activate: false })
   const res = await push(gw, src.sign(payload(src.sourceId)))

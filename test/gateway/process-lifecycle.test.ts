@@ -4,6 +4,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { call, payload, provision, push } from '../helpers/api.js'
+import { rawRequest, requestBytes } from '../helpers/raw-http.js'
+import { signPush } from '../../sdk/signing.js'
 import { startGateway } from '../helpers/gateway-process.js'
 
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
@@ -61,4 +63,27 @@ t.test('SIGTERM drains: in-flight requests finish, the process exits 0, and acce
     const res = await push(again, src.sign(p))
     t.ok(res.status === 409 || res.body.deduplicated === true, `${id} is remembered after the restart`)
   }
+})
+
+t.test('during a drain a request in flight finishes with 202 while a new one on an open connection gets 503 not_ready', async (t) => {
+  const gw = await startGateway(t, { env: { SHUTDOWN_GRACE_MS: '5000', BODY_TIMEOUT_MS: '4000' } })
+  const src = await provision(gw)
+  const slow = src.sign(payload(src.sourceId))
+  const headers = Object.entries(slow.headers).concat([['content-length', String(slow.body.length)]]) as Array<[string, string]>
+  const bytes = requestBytes(slow.path, headers, slow.body)
+  const head = bytes.subarray(0, bytes.length - slow.body.length)
+  // The slow request: headers now, body after the drain has started.
+  const inFlight = rawRequest(gw.port, [head, Buffer.alloc(0), slow.body], { gapMs: 700, timeoutMs: 5000 })
+  // A second keep-alive connection, opened before the drain, used after it.
+  const late = src.sign(payload(src.sourceId))
+  const lateHeaders = Object.entries(late.headers).concat([['content-length', String(late.body.length)]]) as Array<[string, string]>
+  const refusedLater = rawRequest(gw.port, [Buffer.alloc(0), requestBytes(late.path, lateHeaders, late.body)], { gapMs: 500, timeoutMs: 5000 })
+  await new Promise((r) => setTimeout(r, 200))
+  gw.proc.kill('SIGTERM')
+  const [finished, refused] = await Promise.all([inFlight, refusedLater])
+  t.equal(finished?.status, 202, 'the request in flight was answered')
+  t.equal(refused?.status, 503, 'the new request on an open connection is refused')
+  t.equal(refused?.body.error.code, 'not_ready')
+  t.equal(refused?.headers['retry-after'], '1')
+  t.equal((await gw.exited()).code, 0)
 })

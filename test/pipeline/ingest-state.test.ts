@@ -1,39 +1,59 @@
 import t from 'tap'
-import { DedupIndex, NonceStore, RateLimiter } from '../../pipeline/index.js'
+import { nonceCap } from '../../pipeline/ingest/ingest-pipeline.js'
+import { NonceStore } from '../../pipeline/ingest/nonce-store.js'
+import { RateLimiter } from '../../pipeline/ingest/rate-limiter.js'
+import { SignalDedup } from '../../pipeline/ingest/signal-dedup.js'
 
 const MIN = 60_000
 
-t.test('a nonce is refused within 10 minutes of its claim and free again after', async (t) => {
+t.test('a nonce is refused within 10 minutes of its claim, counted inclusively, and free again after', async (t) => {
   const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 100 })
-  t.equal(nonces.claim('src', 'key', 'n1', 0), true)
-  t.equal(nonces.claim('src', 'key', 'n1', 10 * MIN - 1), false)
-  t.equal(nonces.claim('src', 'key', 'n1', 10 * MIN + 1), true)
+  t.equal(nonces.claim('src', 'key', 'n1', 0, 100), 'claimed')
+  t.equal(nonces.claim('src', 'key', 'n1', 10 * MIN - 1, 100), 'replayed')
+  t.equal(nonces.claim('src', 'key', 'n1', 10 * MIN, 100), 'replayed', 'the boundary itself is inside the window')
+  t.equal(nonces.claim('src', 'key', 'n1', 10 * MIN + 1, 100), 'claimed')
 })
 
 t.test('nonces are scoped to source and key', async (t) => {
   const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 100 })
-  t.equal(nonces.claim('src', 'key', 'n', 0), true)
-  t.equal(nonces.claim('src', 'key2', 'n', 0), true)
-  t.equal(nonces.claim('src2', 'key', 'n', 0), true)
+  t.equal(nonces.claim('src', 'key', 'n', 0, 100), 'claimed')
+  t.equal(nonces.claim('src', 'key2', 'n', 0, 100), 'claimed')
+  t.equal(nonces.claim('src2', 'key', 'n', 0, 100), 'claimed')
+})
+
+t.test('one key cannot hold more than its cap of live nonces; other keys are unaffected', async (t) => {
+  const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 1000 })
+  for (let i = 0; i < 5; i++) t.equal(nonces.claim('s', 'k', `n${i}`, i, 5), 'claimed')
+  t.equal(nonces.claim('s', 'k', 'n5', 5, 5), 'scope_full')
+  t.equal(nonces.claim('s', 'other', 'n5', 5, 5), 'claimed')
+  t.equal(nonces.claim('s', 'k', 'n6', 10 * MIN + 10, 5), 'claimed', 'room again once old nonces expire')
+})
+
+t.test('the store refuses claims past its global bound', async (t) => {
+  const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 3 })
+  for (let i = 0; i < 3; i++) nonces.claim(`s${i}`, 'k', 'n', 0, 100)
+  t.equal(nonces.claim('s9', 'k', 'n', 1, 100), 'store_full')
+  t.equal(nonces.size, 3)
 })
 
 t.test('expired nonces are dropped, so memory follows the window', async (t) => {
   const nonces = new NonceStore({ windowMs: 1000, maxEntries: 1000 })
-  for (let i = 0; i < 500; i++) nonces.claim('s', 'k', `n${i}`, i)
+  for (let i = 0; i < 500; i++) nonces.claim('s', 'k', `n${i}`, i, 1000)
   nonces.sweep(5000)
   t.equal(nonces.size, 0)
+  t.equal(nonces.claim('s', 'k', 'fresh', 5000, 1), 'claimed', 'the per-key count went back to zero')
 })
 
 t.test('a restored nonce from before a restart still refuses a replay', async (t) => {
   const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 100 })
   nonces.restore('s', 'k', 'n', 1000, 2000)
-  t.equal(nonces.claim('s', 'k', 'n', 3000), false)
+  t.equal(nonces.claim('s', 'k', 'n', 3000, 100), 'replayed')
   nonces.restore('s', 'k', 'old', 0, 11 * MIN)
-  t.equal(nonces.claim('s', 'k', 'old', 11 * MIN), true, 'an expired one is not restored')
+  t.equal(nonces.claim('s', 'k', 'old', 11 * MIN, 100), 'claimed', 'an expired one is not restored')
 })
 
 t.test('dedup: the same body is a replay, another body a conflict, and both are forgotten after the window', async (t) => {
-  const dedup = new DedupIndex({ windowMs: 20 * MIN })
+  const dedup = new SignalDedup({ windowMs: 20 * MIN })
   t.equal(dedup.lookup('s', 'sig1', undefined, 'h1', 0).kind, 'new')
   dedup.remember('s', 'idem1', { bodySha256: 'h1', signalId: 'sig1', receivedAt: 'T', test: false }, 0)
   t.equal(dedup.lookup('s', 'sig1', undefined, 'h1', 1).kind, 'replay')
@@ -44,7 +64,7 @@ t.test('dedup: the same body is a replay, another body a conflict, and both are 
 })
 
 t.test('dedup: a concurrent duplicate sees the reservation and waits for it', async (t) => {
-  const dedup = new DedupIndex({ windowMs: 20 * MIN })
+  const dedup = new SignalDedup({ windowMs: 20 * MIN })
   const release = dedup.reserve('s', 'sig1', 'idem')
   const seen = dedup.lookup('s', 'sig1', undefined, 'h', 0)
   t.equal(seen.kind, 'in_flight')
@@ -83,4 +103,11 @@ t.test('rate: refusals in N consecutive minutes are sustained over-rate; a quiet
   t.equal((at(1) as any).sustained, false)
   t.equal((at(2) as any).sustained, true)
   t.equal((at(4) as any).sustained, false, 'minute 3 had no refusal')
+})
+
+t.test('a source within its max_rate never meets its nonce cap', async (t) => {
+  const window = 10 * MIN
+  t.equal(nonceCap({ rate: 1, per: 'hour' }, window), 1000, 'never fewer than 1,000')
+  t.ok(nonceCap({ rate: 100, per: 'second', burst: 500 }, window) >= 100 * 600 + 500)
+  t.ok(nonceCap({ rate: 600, per: 'minute' }, window) >= 10 * 600)
 })

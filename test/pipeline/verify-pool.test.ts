@@ -14,27 +14,33 @@ t.test('the pool verifies valid signatures and refuses altered ones, across batc
     if (i % 3 === 0) signature[5]! ^= 1
     return { message, signature, valid: i % 3 !== 0 }
   })
-  const results = await Promise.all(items.map((it) => pool.verify({ publicKey: raw, message: it.message, signature: it.signature })))
+  const results = await Promise.all(items.map((it) => pool.reserve() && pool.verify({ publicKey: raw, message: it.message, signature: it.signature })))
   t.same(results, items.map((it) => it.valid))
   t.equal(pool.pending, 0)
 })
 
-t.test('hasRoom turns false at the queue limit and true again once answered', async (t) => {
+t.test('reserve refuses at the queue limit, counting reserved slots, and succeeds again once answered or released', async (t) => {
   const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10 })
   t.teardown(() => pool.close())
   const message = Buffer.from('m')
   const signature = sign(null, message, privateKey)
-  const all = Array.from({ length: 10 }, () => pool.verify({ publicKey: raw, message, signature }))
-  t.equal(pool.hasRoom(), false)
+  const all = Array.from({ length: 9 }, () => pool.reserve() && pool.verify({ publicKey: raw, message, signature }))
+  t.equal(pool.reserve(), true, 'the tenth slot, held by a body still being read')
+  t.equal(pool.reserve(), false, 'no eleventh')
+  pool.release()
+  t.equal(pool.reserve(), true, 'a released slot is free again')
+  pool.release()
   await Promise.all(all)
-  t.equal(pool.hasRoom(), true)
+  t.equal(pool.pending, 0)
 })
 
 t.test('close finishes queued work and is safe to call twice', async (t) => {
   const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10 })
   const message = Buffer.from('m')
+  pool.reserve()
   const pending = pool.verify({ publicKey: raw, message, signature: sign(null, message, privateKey) })
   await Promise.all([pool.close(), pool.close()])
   t.equal(await pending, true)
-  await t.rejects(pool.verify({ publicKey: raw, message, signature: Buffer.alloc(64) }))
+  t.equal(pool.reserve(), false, 'a closed pool takes no work')
+  await t.rejects(pool.verify({ publicKey: raw, message, signature: Buffer.alloc(64) }), { code: 'pool_closed' })
 })

@@ -23,7 +23,7 @@ export type DedupLookup =
   /** Another request with the same id is between check and append: wait for it. */
   | { readonly kind: 'in_flight'; readonly settled: Promise<void> }
 
-export class DedupIndex {
+export class SignalDedup {
   readonly #windowMs: number
   readonly #bySignal = new Map<string, DedupRecord>()
   readonly #byIdempotencyKey = new Map<string, DedupRecord>()

@@ -1,0 +1,164 @@
+import { createHash, generateKeyPairSync } from 'node:crypto'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { IngestPipeline, openJournal, type SignedRequest, type VerifyPool } from '../../pipeline/index.js'
+import { Registry, type RegistryStore } from '../../registry/index.js'
+import type { RegistrySnapshot } from '../../registry/records.js'
+import { MANIFEST, payload } from '../helpers/api.js'
+
+/**
+ * The pipeline with a real journal and registry, and a verifier stand-in whose verdicts
+ * the test releases by hand: the only way to hold a request exactly between
+ * verification and the next step. The real pool is tested in verify-pool.test.ts.
+ */
+class GatedVerifier {
+  readonly gates: Array<(valid: boolean) => void> = []
+  verify(): Promise<boolean> {
+    return new Promise((resolve) => this.gates.push(resolve))
+  }
+}
+
+class MemoryStore implements RegistryStore {
+  saved: RegistrySnapshot | undefined
+  async load() {
+    return this.saved
+  }
+  async save(s: RegistrySnapshot) {
+    this.saved = structuredClone(s)
+  }
+}
+
+async function setup(t: { teardown(fn: () => unknown): void }) {
+  const dir = await mkdtemp(join(tmpdir(), 'sgw-pipeline-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const log = await openJournal({ dir, fsync: 'always', dedupWindowMs: 3_600_000 })
+  t.teardown(() => log.close())
+  const registry = await Registry.open(new MemoryStore(), 'admin')
+  const agent = await registry.createAgent({ agent_id: 'a', creator_id: 'c', slots: 1 })
+  const source = await registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } })
+  const raw = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
+  const keyRecord = await registry.addKey(source.source_id, raw)
+  await registry.markTested(source.source_id, keyRecord.key_id)
+  await registry.promoteKey(source.source_id, keyRecord.key_id)
+  const verifier = new GatedVerifier()
+  const warnings: string[] = []
+  const pipeline = new IngestPipeline({
+    log,
+    pool: verifier as unknown as VerifyPool,
+    registry,
+    now: Date.now,
+    nonceWindowMs: 600_000,
+    maxLiveNonces: 1000,
+    dedupWindowMs: 1_800_000,
+    flagAfterMinutes: 5,
+    onLogFailure: () => undefined,
+    onWarning: (m) => warnings.push(m),
+  })
+  const request = (overrides: Partial<SignedRequest> = {}): SignedRequest => {
+    const body = Buffer.from(JSON.stringify(payload(source.source_id)))
+    return {
+      requestId: 'req_1',
+      receivedAtMs: Date.now(),
+      method: 'POST',
+      path: `/v1/byo/sources/${source.source_id}/signals`,
+      source,
+      key: registry.key(source.source_id, keyRecord.key_id)!,
+      timestampHeader: new Date().toISOString(),
+      requestTimeMs: Date.now(),
+      nonce: `n-${Math.random()}`,
+      signature: Buffer.alloc(64),
+      idempotencyKey: undefined,
+      body,
+      bodySha256: createHash('sha256').update(body).digest('hex'),
+      json: { ok: true, value: JSON.parse(body.toString()) },
+      nonceClaimed: false,
+      signalId: null,
+      ...overrides,
+    }
+  }
+  return { log, registry, source, keyRecord, verifier, pipeline, request }
+}
+
+const settle = () => new Promise((r) => setImmediate(r))
+
+t.test('a key revoked while its request waits for verification gets 401 revoked_key, and nothing is logged', async (t) => {
+  const { registry, source, keyRecord, verifier, pipeline, request, log } = await setup(t)
+  const pending = pipeline.process(request())
+  await settle()
+  await registry.revokeKey(source.source_id, keyRecord.key_id)
+  verifier.gates[0]!(true)
+  await t.rejects(pending, { code: 'revoked_key' })
+  t.equal(log.info().lastSeq, 0)
+})
+
+t.test('a request whose timestamp went stale while it waited for a worker is refused before its nonce is claimed', async (t) => {
+  const { verifier, pipeline, request } = await setup(t)
+  const old = Date.now() - 300_500
+  const req = request({ requestTimeMs: old, timestampHeader: new Date(old).toISOString() })
+  const pending = pipeline.process(req)
+  await settle()
+  verifier.gates[0]!(true)
+  await t.rejects(pending, { code: 'stale_timestamp' })
+  t.equal(req.nonceClaimed, false)
+})
+
+t.test('an accepted signal is in the log with the raw body, signature and signed headers', async (t) => {
+  const { verifier, pipeline, request, log } = await setup(t)
+  const req = request()
+  const pending = pipeline.process(req)
+  await settle()
+  verifier.gates[0]!(true)
+  const accepted = await pending
+  t.equal(accepted.status, 'accepted')
+  const [record] = await log.read({ fromSeq: 1 }, 1)
+  const stored = JSON.parse(Buffer.from(record!.data).toString())
+  t.equal(stored.body, req.body.toString())
+  t.equal(stored.nonce, req.nonce)
+  t.equal(stored.request_timestamp, req.timestampHeader)
+  t.equal(stored.signature, Buffer.from(req.signature).toString('base64'))
+  t.equal(record!.dedupId, `${req.source.source_id}/${accepted.signal_id}`)
+})
+
+t.test('a body that is JSON but not an object is invalid_body, not invalid_signal_id', async (t) => {
+  const { verifier, pipeline, request } = await setup(t)
+  for (const value of [[], 'str', 42, null]) {
+    const pending = pipeline.process(request({ json: { ok: true, value } }))
+    await settle()
+    verifier.gates.shift()!(true)
+    await t.rejects(pending, { code: 'invalid_body' }, JSON.stringify(value))
+  }
+})
+
+t.test('after a restart the rebuilt state still deduplicates and still refuses the nonce', async (t) => {
+  const { verifier, pipeline, request, log, registry } = await setup(t)
+  const req = request()
+  const first = pipeline.process(req)
+  await settle()
+  verifier.gates.shift()!(true)
+  const accepted = await first
+  const rebuilt = new IngestPipeline({
+    log,
+    pool: verifier as unknown as VerifyPool,
+    registry,
+    now: Date.now,
+    nonceWindowMs: 600_000,
+    maxLiveNonces: 1000,
+    dedupWindowMs: 1_800_000,
+    flagAfterMinutes: 5,
+    onLogFailure: () => undefined,
+    onWarning: () => undefined,
+  })
+  t.equal(await rebuilt.rebuild(), 1)
+  const replay = rebuilt.process({ ...req, nonceClaimed: false })
+  await settle()
+  verifier.gates.shift()!(true)
+  await t.rejects(replay, { code: 'replayed_nonce' })
+  const retry = rebuilt.process({ ...req, nonce: 'fresh-nonce', nonceClaimed: false })
+  await settle()
+  verifier.gates.shift()!(true)
+  const again = await retry
+  t.equal(again.deduplicated, true)
+  t.equal(again.received_at, accepted.received_at)
+})

@@ -1,0 +1,86 @@
+import { generateKeyPairSync } from 'node:crypto'
+import t from 'tap'
+import { Registry, type RegistryStore } from '../../registry/index.js'
+import type { RegistrySnapshot } from '../../registry/records.js'
+import { MANIFEST } from '../helpers/api.js'
+
+/** An in-memory RegistryStore (the file adapter is exercised by the integration tests); `failNext` makes one save fail like a full disk. */
+class MemoryStore implements RegistryStore {
+  saved: RegistrySnapshot | undefined
+  failNext = false
+  async load() {
+    return this.saved === undefined ? undefined : structuredClone(this.saved)
+  }
+  async save(snapshot: RegistrySnapshot) {
+    if (this.failNext) {
+      this.failNext = false
+      throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
+    }
+    this.saved = structuredClone(snapshot)
+  }
+}
+
+const rawKey = () => generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
+
+async function setup() {
+  const store = new MemoryStore()
+  const registry = await Registry.open(store, 'admin-secret')
+  const agent = await registry.createAgent({ agent_id: 'a1', creator_id: 'c1', slots: 1 })
+  const source = await registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } })
+  const key = await registry.addKey(source.source_id, rawKey())
+  return { store, registry, source, key }
+}
+
+t.test('a failed save rolls the change back: memory never claims what disk does not hold', async (t) => {
+  const { store, registry, source, key } = await setup()
+  store.failNext = true
+  await t.rejects(registry.revokeKey(source.source_id, key.key_id), { code: 'ENOSPC' })
+  t.equal(registry.key(source.source_id, key.key_id)?.record.state, 'pending', 'memory rolled back')
+  t.equal(store.saved?.keys[0]?.state, 'pending', 'disk unchanged')
+  store.failNext = true
+  await t.rejects(registry.addKey(source.source_id, rawKey()))
+  t.equal(registry.keysOf(source.source_id).length, 1, 'the key added by the failed change is gone')
+})
+
+t.test('a key object held by a request in flight sees a later revocation', async (t) => {
+  const { registry, source, key } = await setup()
+  const held = registry.key(source.source_id, key.key_id)!
+  await registry.revokeKey(source.source_id, key.key_id)
+  t.equal(held.record.state, 'revoked')
+})
+
+t.test('state survives reopening the store', async (t) => {
+  const { store, registry, source, key } = await setup()
+  await registry.markTested(source.source_id, key.key_id)
+  await registry.promoteKey(source.source_id, key.key_id)
+  const reopened = await Registry.open(store, 'admin-secret')
+  t.equal(reopened.key(source.source_id, key.key_id)?.record.state, 'active')
+  t.equal(reopened.source(source.source_id)?.creator_id, 'c1')
+})
+
+t.test('the admin token authenticates as admin; other strings do not', async (t) => {
+  const { registry } = await setup()
+  t.same(registry.authenticate('admin-secret'), { role: 'admin', subject: 'admin' })
+  t.equal(registry.authenticate('admin-secreT'), undefined)
+  t.equal(registry.authenticate(''), undefined)
+  const { token } = await registry.createToken('creator', 'c1')
+  t.same(registry.authenticate(token), { role: 'creator', subject: 'c1' })
+})
+
+t.test('promote works only from pending: active and grace keys get invalid_key_state', async (t) => {
+  const { registry, source, key } = await setup()
+  await registry.markTested(source.source_id, key.key_id)
+  await registry.promoteKey(source.source_id, key.key_id)
+  await t.rejects(registry.promoteKey(source.source_id, key.key_id), { code: 'invalid_key_state' }, 'active')
+  const next = await registry.addKey(source.source_id, rawKey())
+  await registry.markTested(source.source_id, next.key_id)
+  await registry.promoteKey(source.source_id, next.key_id)
+  t.equal(registry.key(source.source_id, key.key_id)?.record.state, 'grace')
+  await t.rejects(registry.promoteKey(source.source_id, key.key_id), { code: 'invalid_key_state' }, 'grace')
+})
+
+t.test('a source holds at most 32 keys, revoked ones included', async (t) => {
+  const { registry, source } = await setup()
+  for (let i = 1; i < 32; i++) await registry.addKey(source.source_id, rawKey())
+  await t.rejects(registry.addKey(source.source_id, rawKey()), { code: 'limit_exceeded' })
+})
