@@ -2,6 +2,7 @@ import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
 import type { Registry } from '../registry/index.js'
 import { ApiError } from '../schemas/api-error.js'
+import { openApiDocument } from '../schemas/openapi.js'
 import { registerAdminRoutes } from './control/admin-routes.js'
 import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
 import { registerKeyRoutes } from './control/key-routes.js'
@@ -79,6 +80,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (!draining && options.isReady()) reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending } })
     else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : 'starting', { retryAfter: 1 }))
   })
+  app.get('/v1/openapi.json', (res) => new Reply(res, nextRequestId()).send(200, openApiDocument(baseUrl)))
   app.any('/v1/byo/sources/:source_id/signals', (res) => new Reply(res, nextRequestId()).fail(new ApiError('method_not_allowed', 'use POST'), true))
   app.any('/*', (res) => new Reply(res, nextRequestId()).fail(new ApiError('not_found', 'no such endpoint'), true))
 

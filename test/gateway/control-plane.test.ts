@@ -132,3 +132,17 @@ t.test('control-plane bodies that are not strict JSON are refused with 400', asy
   t.equal(res.status, 400)
   t.equal(res.body.error.code, 'invalid_request')
 })
+
+t.test('the OpenAPI document lists every route, and each one it lists is served', async (t) => {
+  const res = await call(gw.url, 'GET', '/v1/openapi.json')
+  t.equal(res.status, 200)
+  t.equal(res.body.openapi, '3.1.0')
+  t.same(res.body.components.schemas.SignalPayload.required.sort(), ['severity', 'signal_id', 'source_id', 'token', 'ts'])
+  for (const [path, ops] of Object.entries<Record<string, unknown>>(res.body.paths)) {
+    for (const method of Object.keys(ops)) {
+      const probe = await fetch(gw.url + path.replace(/\{[a-z_]+\}/g, 'x'), { method: method.toUpperCase() })
+      t.not(probe.status, 404, `${method} ${path} is routed`)
+      t.not(probe.status, 405, `${method} ${path} is routed`)
+    }
+  }
+})
