@@ -103,7 +103,7 @@ export class Connection {
       this.#buffered = data
       return
     }
-    const head = data.latin1Slice(0, headEnd)
+    const head = data.toString('latin1', 0, headEnd)
     const length = Number(CONTENT_LENGTH.exec(head)?.[1] ?? 0)
     const total = headEnd + 4 + length
     if (data.length < total) {

@@ -24,7 +24,7 @@ const TOKEN = 'So11111111111111111111111111111111111111112'
 async function call(gw: BenchGateway, method: string, path: string, token: string, body?: unknown, headers: Record<string, string> = {}): Promise<{ status: number; body: any }> {
   const init: RequestInit = { method, headers: { authorization: `Bearer ${token}`, ...headers } }
   if (body !== undefined) {
-    init.body = body instanceof Uint8Array ? body : JSON.stringify(body)
+    init.body = body instanceof Buffer ? new Uint8Array(body) : JSON.stringify(body)
     init.headers = { 'content-type': 'application/json', ...init.headers }
   }
   const res = await fetch(gw.url + path, init)
@@ -57,7 +57,7 @@ async function provisionOne(gw: BenchGateway, tag: string, i: number): Promise<S
     key,
     payload: { signal_id: `bench-test-${tag}-${i}`, source_id: sourceId, ts: new Date().toISOString(), token: TOKEN, severity: 'info' },
   })
-  expect('test signal', await call(gw, 'POST', test.path, creatorToken, new Uint8Array(test.body), test.headers), 202)
+  expect('test signal', await call(gw, 'POST', test.path, creatorToken, test.body, test.headers), 202)
   expect('promote', await call(gw, 'POST', `/v1/byo/sources/${sourceId}/keys/${keyId}/promote`, creatorToken), 200)
   return { sourceId, keyId, seedBase64: seed.toString('base64') }
 }
