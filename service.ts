@@ -42,11 +42,14 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
 
   const registry = await Registry.open(new RegistryFile(dataDir), admin.token)
   const dedupWindowMs = config.DEDUP_WINDOW_S * 1000
+  // The pipeline's own dedup index decides before every append and is rebuilt from the
+  // journal on start, so the journal keeps no second copy of the window in memory. The
+  // dedup id is still written with each record, for consumers and the JetStream backend.
   const signalLog: SignalLog = await openJournal({
     dir: join(dataDir, 'journal'),
     fsync: config.JOURNAL_FSYNC,
     fsyncIntervalMs: config.JOURNAL_FSYNC_INTERVAL_MS,
-    dedupWindowMs,
+    dedupWindowMs: 0,
   })
   // Diagnostics only: never synced per record, old segments dropped, no dedup.
   const errorLog = await openJournal({

@@ -85,27 +85,29 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     const framing = framingProblem(headers, MAX_BODY_BYTES, { bodyRequired: true })
     if (framing !== undefined) return refuse(reply, ctx, new ApiError('invalid_body', framing.kind === 'too_large' ? 'body is larger than 16 KB' : framing.message), true)
 
+    // From here on the framing is sound: uWS skips an unread body of a declared length,
+    // so a refusal keeps the connection (a reconnect per refusal costs both sides).
     const sourceHeader = checkSourceHeader(headers, urlSourceId)
-    if (sourceHeader !== undefined) return refuse(reply, ctx, sourceHeader, true)
+    if (sourceHeader !== undefined) return refuse(reply, ctx, sourceHeader)
     const auth = parseAuthHeaders(headers)
-    if (auth instanceof ApiError) return refuse(reply, ctx, auth, true)
+    if (auth instanceof ApiError) return refuse(reply, ctx, auth)
     const { keyId, timestamp: timestampHeader, requestTimeMs, nonce, signature } = auth
     ctx.keyId = keyId
 
     const key = source === undefined ? undefined : registry.key(source.source_id, keyId)
     // An unknown source and an unknown key look the same, so ids cannot be probed.
-    if (source === undefined || key === undefined) return refuse(reply, ctx, new ApiError('unknown_key', 'no such key for this source'), true)
-    if (key.record.state === 'revoked') return refuse(reply, ctx, new ApiError('revoked_key', 'the signing key is revoked'), true)
+    if (source === undefined || key === undefined) return refuse(reply, ctx, new ApiError('unknown_key', 'no such key for this source'))
+    if (key.record.state === 'revoked') return refuse(reply, ctx, new ApiError('revoked_key', 'the signing key is revoked'))
 
     if (Math.abs(receivedAtMs - requestTimeMs) > MAX_SKEW_MS) {
-      return refuse(reply, ctx, new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock'), true)
+      return refuse(reply, ctx, new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock'))
     }
     const idempotencyKey = headers.idempotencyKey[0]
     if (headers.idempotencyKey.length > 1 || (idempotencyKey !== undefined && !isValidSignalId(idempotencyKey))) {
-      return refuse(reply, ctx, new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format'), true)
+      return refuse(reply, ctx, new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format'))
     }
     // Shed before reading the body: a full verify queue means waiting would only add latency.
-    if (!pool.reserve()) return refuse(reply, ctx, new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 }), true)
+    if (!pool.reserve()) return refuse(reply, ctx, new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 }))
     // The slot is spent by the pipeline's verify, or given back here if the body never makes it.
     let slotHeld = true
     const giveBackSlot = () => {

@@ -188,23 +188,23 @@ export class IngestPipeline {
     })
     const remembered = appended.duplicate
       ? await this.#original(appended.seq)
-      : { bodySha256: req.bodySha256, signalId, receivedAt: record.received_at, test }
+      : { bodySha256: req.bodySha256, signalId, receivedAtMs: req.receivedAtMs, test }
     this.#dedup.remember(source.source_id, req.idempotencyKey, remembered, this.#o.now())
     if (appended.duplicate && remembered.bodySha256 !== req.bodySha256) {
       throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
     if (remembered.test) await this.#markTested(req)
-    return accepted(source.source_id, { ...remembered, expiresAt: 0 }, appended.duplicate)
+    return accepted(source.source_id, remembered, appended.duplicate)
   }
 
   /** The log held this id though the index did not (a restart raced a retry): its first record decides. */
-  async #original(seq: number): Promise<Omit<DedupRecord, 'expiresAt'>> {
+  async #original(seq: number): Promise<DedupRecord> {
     const [original] = await this.#o.log.read({ fromSeq: seq }, 1)
     if (original === undefined || original.seq !== seq) {
       throw new ApiError('internal_error', `the log reported seq ${seq} as the original but cannot read it`)
     }
     const first = decodeSignalRecord(original.data)
-    return { bodySha256: first.body_sha256, signalId: first.signal_id, receivedAt: first.received_at, test: first.test }
+    return { bodySha256: first.body_sha256, signalId: first.signal_id, receivedAtMs: Date.parse(first.received_at), test: first.test }
   }
 
   /**
@@ -235,7 +235,7 @@ export class IngestPipeline {
         this.#dedup.remember(
           r.source_id,
           r.idempotency_key ?? undefined,
-          { bodySha256: r.body_sha256, signalId: r.signal_id, receivedAt: r.received_at, test: r.test },
+          { bodySha256: r.body_sha256, signalId: r.signal_id, receivedAtMs: Date.parse(r.received_at), test: r.test },
           entry.time,
         )
         this.#nonces.restore(r.source_id, r.key_id, r.nonce, entry.time, now)
@@ -306,7 +306,7 @@ function accepted(sourceId: string, record: DedupRecord, deduplicated: boolean):
     signal_id: record.signalId,
     source_id: sourceId,
     status: 'accepted',
-    received_at: record.receivedAt,
+    received_at: new Date(record.receivedAtMs).toISOString(),
     ...(record.test ? { test: true as const } : {}),
     ...(deduplicated ? { deduplicated: true as const } : {}),
   }

@@ -112,11 +112,16 @@ export class VerifyPool {
     })
   }
 
-  /** Sends batches while workers are free; leftovers wait for the next completion. */
+  /**
+   * Sends batches while workers are free, splitting what waits evenly across the free
+   * workers (a short queue all sent to one worker would leave the others idle);
+   * leftovers wait for the next completion.
+   */
   #dispatch(): void {
     while (this.#waiting.length > 0 && this.#batchesInFlight < this.#threads) {
-      const waiters = this.#waiting.splice(0, this.#batchSize)
-      this.#run(waiters)
+      const free = this.#threads - this.#batchesInFlight
+      const size = Math.min(this.#batchSize, Math.ceil(this.#waiting.length / free))
+      this.#run(this.#waiting.splice(0, size))
     }
   }
 

@@ -168,3 +168,19 @@ t.test('a flood of malformed requests never produces a 500', async (t) => {
   }
   await stillServing(t)
 })
+
+t.test('a refusal before the body is read keeps the connection: the next request on it is served', async (t) => {
+  const { connect } = await import('node:net')
+  const bad = src.sign(payload(src.sourceId), { keyId: 'key_unknown' })
+  const good = src.sign(payload(src.sourceId))
+  const asBytes = (s: typeof bad) => requestBytes(s.path, [...Object.entries(s.headers), ['content-length', String(s.body.length)]] as Array<[string, string]>, s.body)
+  const socket = connect(gw.port, '127.0.0.1')
+  let text = ''
+  socket.on('data', (d: Buffer) => (text += d.toString('latin1')))
+  socket.write(Buffer.concat([asBytes(bad), asBytes(good)]))
+  const deadline = Date.now() + 3000
+  while ((text.match(/HTTP\/1\.1 /g) ?? []).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20))
+  socket.destroy()
+  const statuses = [...text.matchAll(/HTTP\/1\.1 (\d{3})/g)].map((m) => m[1])
+  t.same(statuses, ['401', '202'])
+})

@@ -5,6 +5,9 @@ import { RateLimiter } from '../../pipeline/ingest/rate-limiter.js'
 import { SignalDedup } from '../../pipeline/ingest/signal-dedup.js'
 
 const MIN = 60_000
+const H1 = 'a'.repeat(64)
+const H2 = 'b'.repeat(64)
+const H3 = 'c'.repeat(64)
 
 t.test('a nonce is refused within 10 minutes of its claim, counted inclusively, and free again after', async (t) => {
   const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 100 })
@@ -54,24 +57,33 @@ t.test('a restored nonce from before a restart still refuses a replay', async (t
 
 t.test('dedup: the same body is a replay, another body a conflict, and both are forgotten after the window', async (t) => {
   const dedup = new SignalDedup({ windowMs: 20 * MIN })
-  t.equal(dedup.lookup('s', 'sig1', undefined, 'h1', 0).kind, 'new')
-  dedup.remember('s', 'idem1', { bodySha256: 'h1', signalId: 'sig1', receivedAt: 'T', test: false }, 0)
-  t.equal(dedup.lookup('s', 'sig1', undefined, 'h1', 1).kind, 'replay')
-  t.equal(dedup.lookup('s', 'sig1', undefined, 'h2', 1).kind, 'conflict')
-  t.equal(dedup.lookup('s', 'sig2', 'idem1', 'h3', 1).kind, 'conflict', 'an Idempotency-Key reused by another signal')
-  t.equal(dedup.lookup('other', 'sig1', undefined, 'h2', 1).kind, 'new', 'scoped per source')
-  t.equal(dedup.lookup('s', 'sig1', undefined, 'h2', 20 * MIN + 1).kind, 'new')
+  t.equal(dedup.lookup('s', 'sig1', undefined, H1, 0).kind, 'new')
+  dedup.remember('s', 'idem1', { bodySha256: H1, signalId: 'sig1', receivedAtMs: 5, test: false }, 0)
+  const replay = dedup.lookup('s', 'sig1', undefined, H1, 1)
+  t.equal(replay.kind, 'replay')
+  t.equal(replay.kind === 'replay' && replay.record.receivedAtMs, 5, 'the original arrival time')
+  t.equal(dedup.lookup('s', 'sig1', undefined, H2, 1).kind, 'conflict')
+  t.equal(dedup.lookup('s', 'sig2', 'idem1', H3, 1).kind, 'conflict', 'an Idempotency-Key reused by another signal')
+  t.equal(dedup.lookup('other', 'sig1', undefined, H2, 1).kind, 'new', 'scoped per source')
+  t.equal(dedup.lookup('s', 'sig1', undefined, H2, 20 * MIN + 1).kind, 'new')
+})
+
+t.test('dedup: an Idempotency-Key equal to another signal_id conflicts with that signal', async (t) => {
+  const dedup = new SignalDedup({ windowMs: 20 * MIN })
+  dedup.remember('s', 'sig-A', { bodySha256: H1, signalId: 'sig-A', receivedAtMs: 1, test: false }, 0)
+  t.equal(dedup.lookup('s', 'sig-B', 'sig-A', H2, 1).kind, 'conflict')
+  t.equal(dedup.lookup('s', 'sig-A', 'sig-A', H1, 1).kind, 'replay')
 })
 
 t.test('dedup: a concurrent duplicate sees the reservation and waits for it', async (t) => {
   const dedup = new SignalDedup({ windowMs: 20 * MIN })
   const release = dedup.reserve('s', 'sig1', 'idem')
-  const seen = dedup.lookup('s', 'sig1', undefined, 'h', 0)
+  const seen = dedup.lookup('s', 'sig1', undefined, H1, 0)
   t.equal(seen.kind, 'in_flight')
-  t.equal(dedup.lookup('s', 'other', 'idem', 'h', 0).kind, 'in_flight', 'also by Idempotency-Key')
+  t.equal(dedup.lookup('s', 'other', 'idem', H1, 0).kind, 'in_flight', 'also by Idempotency-Key')
   release()
   if (seen.kind === 'in_flight') await seen.settled
-  t.equal(dedup.lookup('s', 'sig1', undefined, 'h', 0).kind, 'new', 'a failed first attempt leaves nothing behind')
+  t.equal(dedup.lookup('s', 'sig1', undefined, H1, 0).kind, 'new', 'a failed first attempt leaves nothing behind')
 })
 
 t.test('rate: a bucket of burst 3 at 1 per second admits 3, refuses the 4th with Retry-After 1, refills', async (t) => {

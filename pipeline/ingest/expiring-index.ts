@@ -1,0 +1,154 @@
+/**
+ * A set of 64-bit keys that each expire, on typed arrays: an open-addressing hash
+ * table (linear probing) over a ring of entries kept in insertion order. The ingest
+ * state (nonces, dedup) holds one entry per accepted signal for tens of minutes, and as
+ * string-keyed Maps that cost about 2 KB per signal with garbage and stalled the event
+ * loop for tens of milliseconds whenever a large Map rehashed. Here an entry costs its
+ * columns plus 8 bytes of table, lives outside the garbage-collected heap, and growth
+ * is one doubling copy of flat arrays.
+ *
+ * Entries are expected in roughly increasing expiry order (they are inserted with
+ * now + window), so expired ones sit at the head of the ring and leave from there. An
+ * entry that expires out of order simply stays until the head reaches it; lookups
+ * ignore it meanwhile.
+ *
+ * Callers attach their own columns (e.g. a body hash) with `column()`; a column's
+ * values live at the entry's slot and move with it when the ring grows.
+ */
+type Column = Uint8Array | Uint32Array | Float64Array
+
+export class ExpiringIndex {
+  #capacity: number
+  #head = 0
+  #count = 0
+  #keyHi: Uint32Array
+  #keyLo: Uint32Array
+  #expiresAt: Float64Array
+  #dead: Uint8Array
+  /** Slot + 1 per table cell; 0 is empty. Twice the ring's capacity keeps probes short. */
+  #table: Uint32Array
+  readonly #columns: Array<{ array: Column; width: number; make: (n: number) => Column }> = []
+  readonly #onEvict: ((slot: number) => void) | undefined
+
+  constructor(options: { initialCapacity: number; onEvict?: (slot: number) => void }) {
+    this.#capacity = 1 << Math.ceil(Math.log2(Math.max(16, options.initialCapacity)))
+    this.#keyHi = new Uint32Array(this.#capacity)
+    this.#keyLo = new Uint32Array(this.#capacity)
+    this.#expiresAt = new Float64Array(this.#capacity)
+    this.#dead = new Uint8Array(this.#capacity)
+    this.#table = new Uint32Array(this.#capacity * 2)
+    this.#onEvict = options.onEvict
+  }
+
+  /** Live and not yet evicted entries. */
+  get size(): number {
+    return this.#count
+  }
+
+  /** Adds a column of `width` values per entry; read it through the returned getter, which follows growth. */
+  column<T extends Column>(make: (n: number) => T, width = 1): () => T {
+    const entry = { array: make(this.#capacity * width) as Column, width, make: make as (n: number) => Column }
+    this.#columns.push(entry)
+    return () => entry.array as T
+  }
+
+  /** The slot of the live entry for the key, or -1. */
+  find(hi: number, lo: number, now: number): number {
+    const mask = this.#table.length - 1
+    for (let cell = (hi ^ Math.imul(lo, 0x9e3779b1)) & mask; ; cell = (cell + 1) & mask) {
+      const ref = this.#table[cell] as number
+      if (ref === 0) return -1
+      const slot = ref - 1
+      if (this.#keyHi[slot] === hi && this.#keyLo[slot] === lo && this.#dead[slot] === 0 && (this.#expiresAt[slot] as number) >= now) {
+        return slot
+      }
+    }
+  }
+
+  /** Adds an entry and returns its slot, for the caller to fill its columns. */
+  insert(hi: number, lo: number, expiresAt: number): number {
+    if (this.#count === this.#capacity) this.#grow()
+    const slot = (this.#head + this.#count) & (this.#capacity - 1)
+    this.#count++
+    this.#keyHi[slot] = hi
+    this.#keyLo[slot] = lo
+    this.#expiresAt[slot] = expiresAt
+    this.#dead[slot] = 0
+    this.#place(slot)
+    return slot
+  }
+
+  /** Takes an entry out before its time (a stale entry replaced by a new one). */
+  remove(slot: number): void {
+    if (this.#dead[slot] === 1) return
+    this.#dead[slot] = 1
+    this.#unplace(slot)
+    this.#onEvict?.(slot)
+  }
+
+  /** Evicts up to `budget` expired entries from the head. */
+  expire(now: number, budget = Number.POSITIVE_INFINITY): void {
+    while (this.#count > 0 && budget-- > 0) {
+      const slot = this.#head
+      if (this.#dead[slot] === 0) {
+        if ((this.#expiresAt[slot] as number) >= now) return
+        this.#dead[slot] = 1
+        this.#unplace(slot)
+        this.#onEvict?.(slot)
+      }
+      this.#head = (this.#head + 1) & (this.#capacity - 1)
+      this.#count--
+    }
+  }
+
+  #place(slot: number): void {
+    const mask = this.#table.length - 1
+    let cell = ((this.#keyHi[slot] as number) ^ Math.imul(this.#keyLo[slot] as number, 0x9e3779b1)) & mask
+    while (this.#table[cell] !== 0) cell = (cell + 1) & mask
+    this.#table[cell] = slot + 1
+  }
+
+  /** Backward-shift deletion: keeps every probe chain unbroken without tombstones. */
+  #unplace(slot: number): void {
+    const table = this.#table
+    const mask = table.length - 1
+    let cell = ((this.#keyHi[slot] as number) ^ Math.imul(this.#keyLo[slot] as number, 0x9e3779b1)) & mask
+    while (table[cell] !== slot + 1) {
+      if (table[cell] === 0) return
+      cell = (cell + 1) & mask
+    }
+    let hole = cell
+    for (let next = (hole + 1) & mask; table[next] !== 0; next = (next + 1) & mask) {
+      const other = (table[next] as number) - 1
+      const home = ((this.#keyHi[other] as number) ^ Math.imul(this.#keyLo[other] as number, 0x9e3779b1)) & mask
+      // Move `other` into the hole unless its home lies cyclically in (hole, next].
+      const inRange = hole <= next ? home > hole && home <= next : home > hole || home <= next
+      if (!inRange) {
+        table[hole] = table[next] as number
+        hole = next
+      }
+    }
+    table[hole] = 0
+  }
+
+  /** Doubles the ring, keeping entry order, and rebuilds the table. */
+  #grow(): void {
+    const old = this.#capacity
+    const capacity = old * 2
+    const order = (i: number) => (this.#head + i) & (old - 1)
+    const remap = <T extends Column>(array: T, make: (n: number) => Column, width: number): T => {
+      const next = make(capacity * width) as T
+      for (let i = 0; i < this.#count; i++) next.set(array.subarray(order(i) * width, order(i) * width + width), i * width)
+      return next
+    }
+    this.#keyHi = remap(this.#keyHi, (n) => new Uint32Array(n), 1)
+    this.#keyLo = remap(this.#keyLo, (n) => new Uint32Array(n), 1)
+    this.#expiresAt = remap(this.#expiresAt, (n) => new Float64Array(n), 1)
+    this.#dead = remap(this.#dead, (n) => new Uint8Array(n), 1)
+    for (const c of this.#columns) c.array = remap(c.array, c.make, c.width)
+    this.#capacity = capacity
+    this.#head = 0
+    this.#table = new Uint32Array(capacity * 2)
+    for (let slot = 0; slot < this.#count; slot++) if (this.#dead[slot] === 0) this.#place(slot)
+  }
+}

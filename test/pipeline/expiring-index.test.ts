@@ -1,0 +1,68 @@
+import fc from 'fast-check'
+import t from 'tap'
+import { ExpiringIndex } from '../../pipeline/ingest/expiring-index.js'
+
+type Op = { kind: 'insert'; key: number; ttl: number } | { kind: 'remove'; key: number } | { kind: 'tick'; by: number }
+
+/**
+ * The index against a plain Map model, over random sequences of inserts, removals and
+ * clock ticks. Keys come from a small range so probe chains collide and wrap, which is
+ * where backward-shift deletion and ring growth go wrong if they do.
+ */
+t.test('property: the index answers like a Map of key → expiry under any sequence of operations', async (t) => {
+  const op = fc.oneof(
+    fc.record({ kind: fc.constant('insert' as const), key: fc.integer({ min: 0, max: 40 }), ttl: fc.integer({ min: 0, max: 50 }) }),
+    fc.record({ kind: fc.constant('remove' as const), key: fc.integer({ min: 0, max: 40 }) }),
+    fc.record({ kind: fc.constant('tick' as const), by: fc.integer({ min: 0, max: 20 }) }),
+  )
+  fc.assert(
+    fc.property(fc.array(op, { maxLength: 400 }), (ops: Op[]) => {
+      const index = new ExpiringIndex({ initialCapacity: 16 })
+      const value = index.column((n) => new Float64Array(n))
+      const model = new Map<number, { expiresAt: number; slot: number; v: number }>()
+      let now = 0
+      for (const o of ops) {
+        if (o.kind === 'tick') {
+          now += o.by
+          index.expire(now, 3)
+          continue
+        }
+        // Two-word keys that share the low word, to force probing.
+        const hi = o.key % 7
+        const lo = o.key
+        const live = model.get(o.key)
+        const alive = live !== undefined && live.expiresAt >= now
+        if (o.kind === 'remove') {
+          if (alive) index.remove(live.slot)
+          model.delete(o.key)
+        } else if (!alive) {
+          const slot = index.insert(hi, lo, now + o.ttl)
+          value()[slot] = o.key * 10
+          model.set(o.key, { expiresAt: now + o.ttl, slot, v: o.key * 10 })
+        }
+        for (let k = 0; k <= 40; k++) {
+          const m = model.get(k)
+          const expected = m !== undefined && m.expiresAt >= now
+          const slot = index.find(k % 7, k, now)
+          if ((slot >= 0) !== expected) return false
+          if (expected && value()[slot] !== m!.v) return false
+          if (expected) m!.slot = slot
+        }
+      }
+      return true
+    }),
+    { numRuns: 300 },
+  )
+  t.pass('matched the model')
+})
+
+t.test('expired entries leave from the head and the ring grows past its first capacity', async (t) => {
+  const index = new ExpiringIndex({ initialCapacity: 16 })
+  for (let i = 0; i < 1000; i++) index.insert(i, i * 3, i)
+  t.equal(index.size, 1000)
+  t.ok(index.find(999, 2997, 0) >= 0)
+  index.expire(500)
+  t.equal(index.size, 500, 'entries that expired before 500 are gone; 500 itself is still live')
+  t.equal(index.find(10, 30, 500), -1)
+  t.ok(index.find(700, 2100, 500) >= 0)
+})
