@@ -29,7 +29,7 @@ export class NonceStore {
     this.#windowMs = options.windowMs
     this.#maxEntries = options.maxEntries
     this.#index = new ExpiringIndex({
-      initialCapacity: options.initialCapacity ?? 1 << 16,
+      initialCapacity: options.initialCapacity ?? 1 << 18,
       onEvict: (slot) => {
         const scope = this.#scopeOf()[slot] as number
         this.#perScope[scope] = (this.#perScope[scope] as number) - 1

@@ -62,7 +62,7 @@ export class SignalDedup {
 
   constructor(options: { windowMs: number; initialCapacity?: number }) {
     this.#windowMs = options.windowMs
-    this.#bySignal = new DedupTable(options.initialCapacity ?? 1 << 16)
+    this.#bySignal = new DedupTable(options.initialCapacity ?? 1 << 18)
     this.#byIdempotencyKey = new DedupTable(1 << 10)
   }
 
