@@ -56,7 +56,12 @@ export class ApiError extends Error {
   readonly retryAfter: number | undefined
 
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfter?: number }) {
+    // A refusal is an answer, not a fault: no stack trace. Capturing one cost more than
+    // the rest of a shed request under overload (tens of thousands per second).
+    const limit = Error.stackTraceLimit
+    Error.stackTraceLimit = code === 'internal_error' ? limit : 0
     super(message, options?.cause === undefined ? undefined : { cause: options.cause })
+    Error.stackTraceLimit = limit
     this.name = 'ApiError'
     this.code = code
     this.status = ERROR_STATUS[code]
