@@ -38,8 +38,8 @@ interface RefusalContext {
 
 /**
  * The ingest edge: every check that costs no crypto, in the documented order, before
- * a body is read or a worker is asked (README, "Check order"):
- * framing → Content-Type → source ids → auth headers → key → request skew → shed → body.
+ * a body is read or a worker is asked (README, "Check order"): shed when full →
+ * framing → Content-Type → source ids → auth headers → key → request skew → slot → body.
  */
 export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: HttpRequest) => void {
   const { registry, pool, logger } = parts
@@ -69,17 +69,21 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     }
   }
 
+  /** Sheds before any parsing: under overload the refusal itself must be the cheapest path. */
+  const shed = (reply: Reply) => {
+    reply.fail(new ApiError(parts.isDraining() ? 'not_ready' : 'overloaded', parts.isDraining() ? 'the gateway is shutting down; retry' : 'verification queue is full; retry', { retryAfter: 1 }), parts.isDraining())
+  }
+
   return (res, req) => {
     const receivedAtMs = parts.now()
     const reply = new Reply(res, nextRequestId())
     parts.track(reply)
+    if (parts.isDraining() || !pool.hasRoom()) return shed(reply)
     const path = req.getUrl()
     const urlSourceId = req.getParameter(0) ?? ''
     const headers = collectIngestHeaders(req)
     const source = registry.source(urlSourceId)
     const ctx: RefusalContext = { sourceKnown: source !== undefined, sourceId: urlSourceId, keyId: null, signalId: null, nonce: undefined }
-
-    if (parts.isDraining()) return refuse(reply, ctx, new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }), true)
 
     // Spec 7 files an oversized body under invalid_body too.
     const framing = framingProblem(headers, MAX_BODY_BYTES, { bodyRequired: true })
@@ -107,7 +111,7 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
       return refuse(reply, ctx, new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format'))
     }
     // Shed before reading the body: a full verify queue means waiting would only add latency.
-    if (!pool.reserve()) return refuse(reply, ctx, new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 }))
+    if (!pool.reserve()) return shed(reply)
     // The slot is spent by the pipeline's verify, or given back here if the body never makes it.
     let slotHeld = true
     const giveBackSlot = () => {

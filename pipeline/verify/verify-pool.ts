@@ -81,6 +81,11 @@ export class VerifyPool {
     return this.#pending
   }
 
+  /** Whether a slot is free now (a cheap look before any parsing). */
+  hasRoom(): boolean {
+    return !this.#closed && this.#pending < this.#queueLimit
+  }
+
   /** Takes a slot if one is free; false means shed. */
   reserve(): boolean {
     if (this.#closed || this.#pending >= this.#queueLimit) return false
