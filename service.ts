@@ -60,7 +60,12 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
     dedupWindowMs: 0,
   })
   let logFailed = false
-  const pool = new VerifyPool({ threads: config.VERIFY_THREADS, batchSize: config.VERIFY_BATCH, queueLimit: config.VERIFY_QUEUE_LIMIT })
+  const pool = new VerifyPool({
+    threads: config.VERIFY_THREADS,
+    batchSize: config.VERIFY_BATCH,
+    queueLimit: config.VERIFY_QUEUE_LIMIT,
+    maxWaitMs: config.VERIFY_MAX_WAIT_MS,
+  })
   const pipeline = new IngestPipeline({
     log: signalLog,
     pool,

@@ -11,10 +11,17 @@ export interface VerifyPoolOptions {
   readonly batchSize: number
   /** Most requests waiting for a verdict; past it the edge sheds with 503. */
   readonly queueLimit: number
+  /**
+   * Longest the oldest queued request may have waited for a worker before new ones are
+   * shed. A count alone lets a slowed-down gateway (a refusal storm eating the CPU)
+   * queue for hundreds of milliseconds; this keeps admitted requests fast instead.
+   */
+  readonly maxWaitMs: number
 }
 
 interface Waiter {
   readonly item: VerifyItem
+  readonly queuedAt: number
   readonly resolve: (valid: boolean) => void
   readonly reject: (err: unknown) => void
 }
@@ -52,6 +59,7 @@ export class VerifyPool {
   readonly #threads: number
   readonly #batchSize: number
   readonly #queueLimit: number
+  readonly #maxWaitMs: number
   #waiting: Waiter[] = []
   #batchesInFlight = 0
   #pending = 0
@@ -62,6 +70,7 @@ export class VerifyPool {
     this.#threads = options.threads > 0 ? options.threads : availableParallelism()
     this.#batchSize = options.batchSize
     this.#queueLimit = options.queueLimit
+    this.#maxWaitMs = options.maxWaitMs
     this.#piscina = new Piscina({
       filename: workerFile(),
       minThreads: this.#threads,
@@ -83,12 +92,14 @@ export class VerifyPool {
 
   /** Whether a slot is free now (a cheap look before any parsing). */
   hasRoom(): boolean {
-    return !this.#closed && this.#pending < this.#queueLimit
+    if (this.#closed || this.#pending >= this.#queueLimit) return false
+    const oldest = this.#waiting[0]
+    return oldest === undefined || performance.now() - oldest.queuedAt <= this.#maxWaitMs
   }
 
   /** Takes a slot if one is free; false means shed. */
   reserve(): boolean {
-    if (this.#closed || this.#pending >= this.#queueLimit) return false
+    if (!this.hasRoom()) return false
     this.#pending++
     return true
   }
@@ -105,7 +116,7 @@ export class VerifyPool {
       return Promise.reject(new PoolClosedError())
     }
     return new Promise<boolean>((resolve, reject) => {
-      this.#waiting.push({ item, resolve, reject })
+      this.#waiting.push({ item, queuedAt: performance.now(), resolve, reject })
       if (this.#waiting.length >= this.#batchSize) this.#dispatch()
       else if (!this.#flushScheduled) {
         this.#flushScheduled = true

@@ -6,7 +6,7 @@ const { privateKey, publicKey } = generateKeyPairSync('ed25519')
 const raw = publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
 
 t.test('the pool verifies valid signatures and refuses altered ones, across batches', async (t) => {
-  const pool = new VerifyPool({ threads: 2, batchSize: 8, queueLimit: 1000 })
+  const pool = new VerifyPool({ threads: 2, batchSize: 8, queueLimit: 1000, maxWaitMs: 60_000 })
   t.teardown(() => pool.close())
   const items = Array.from({ length: 100 }, (_, i) => {
     const message = Buffer.from(`POST\n/p\n2026-01-01T00:00:00Z\nn${i}\nabc`)
@@ -20,7 +20,7 @@ t.test('the pool verifies valid signatures and refuses altered ones, across batc
 })
 
 t.test('reserve refuses at the queue limit, counting reserved slots, and succeeds again once answered or released', async (t) => {
-  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10 })
+  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10, maxWaitMs: 60_000 })
   t.teardown(() => pool.close())
   const message = Buffer.from('m')
   const signature = sign(null, message, privateKey)
@@ -35,7 +35,7 @@ t.test('reserve refuses at the queue limit, counting reserved slots, and succeed
 })
 
 t.test('close finishes queued work and is safe to call twice', async (t) => {
-  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10 })
+  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10, maxWaitMs: 60_000 })
   const message = Buffer.from('m')
   pool.reserve()
   const pending = pool.verify({ publicKey: raw, message, signature: sign(null, message, privateKey) })
@@ -43,4 +43,18 @@ t.test('close finishes queued work and is safe to call twice', async (t) => {
   t.equal(await pending, true)
   t.equal(pool.reserve(), false, 'a closed pool takes no work')
   await t.rejects(pool.verify({ publicKey: raw, message, signature: Buffer.alloc(64) }), { code: 'pool_closed' })
+})
+
+t.test('new work is refused once the oldest queued request has waited longer than maxWaitMs, though slots are free', async (t) => {
+  const pool = new VerifyPool({ threads: 1, batchSize: 1, queueLimit: 100_000, maxWaitMs: 2 })
+  t.teardown(() => pool.close())
+  const message = Buffer.from('m')
+  const signature = sign(null, message, privateKey)
+  const all = Array.from({ length: 2000 }, () => pool.reserve() && pool.verify({ publicKey: raw, message, signature }))
+  await new Promise((r) => setTimeout(r, 10))
+  t.ok(pool.pending < 100_000 && pool.pending > 0, `${pool.pending} still queued`)
+  t.equal(pool.hasRoom(), false, 'the queue is too old to join')
+  t.equal(pool.reserve(), false)
+  await Promise.all(all)
+  t.equal(pool.hasRoom(), true, 'room again once it drained')
 })
