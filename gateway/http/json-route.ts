@@ -62,23 +62,35 @@ export function jsonRoute(
     const authorization = req.getHeader('authorization')
     const framing = method === 'post' ? framingProblem(collectFramingHeaders(req), MAX_CONTROL_BODY_BYTES, { bodyRequired: false }) : undefined
     const hasBody = method === 'post' && !['', '0'].includes(req.getHeader('content-length'))
+    const path = req.getUrl()
+    let role: string | undefined
+    // One line per control-plane request: they are rare, and they change what the gateway accepts.
+    const logged = () => parts.logger.info({ request_id: reply.requestId, method: method.toUpperCase(), path, status: reply.status, role }, 'control request')
     const fail = (err: unknown, close = false) => {
-      if (err instanceof ApiError) return reply.fail(err, close)
+      if (err instanceof ApiError) {
+        reply.fail(err, close)
+        return logged()
+      }
       parts.logger.error({ request_id: reply.requestId, err }, 'control request failed')
       reply.fail(new ApiError('internal_error', 'internal error; retry later'), close)
+      logged()
     }
     if (parts.isDraining()) return fail(new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }), true)
 
     const match = /^Bearer ([\x21-\x7e]{1,256})$/.exec(authorization)
     const principal = match === null ? undefined : parts.registry.authenticate(match[1] as string)
     if (principal === undefined) return fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'), true)
+    role = principal.role
     if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), true)
 
     const run = (body: unknown) => {
       Promise.resolve()
         .then(() => handler({ requestId: reply.requestId, principal, params, query, body }))
         .then(
-          (result) => reply.send(result.status, result.nextCursor === undefined ? { ok: true, data: result.data } : { ok: true, data: result.data, next_cursor: result.nextCursor }),
+          (result) => {
+            reply.send(result.status, result.nextCursor === undefined ? { ok: true, data: result.data } : { ok: true, data: result.data, next_cursor: result.nextCursor })
+            logged()
+          },
           (err: unknown) => fail(err),
         )
     }

@@ -273,3 +273,26 @@ t.test('the TypeBox schema agrees with the validator on shape', async (t) => {
   t.equal(Value.Check(SignalPayloadSchema, payload({ signal_id: 'short' })), false)
   t.equal(Value.Check(SignalPayloadSchema, payload({ ts: '2025-06-15T12:00:00+01:00' })), false)
 })
+
+t.test('property: a note is accepted exactly when it is a string of at most 280 code points', async (t) => {
+  const unit = fc.constantFrom('a', 'é', '🚀', '中', ' ', '\n')
+  fc.assert(
+    fc.property(fc.oneof(fc.string({ unit, maxLength: 300 }), fc.integer(), fc.boolean(), fc.constant(null)), (note) => {
+      const expected = typeof note === 'string' && [...note].length <= 280
+      return (codeOf(payload({ note })) === 'ok') === expected
+    }),
+    { numRuns: 1000 },
+  )
+  t.pass()
+})
+
+t.test('property: ts is accepted exactly when it is within 300 s of the request timestamp, either way', async (t) => {
+  fc.assert(
+    fc.property(fc.integer({ min: -400_000, max: 400_000 }), (offset) => {
+      const expected = Math.abs(offset) <= 300_000
+      return (codeOf(payload({ ts: iso(NOW + offset) })) === 'ok') === expected
+    }),
+    { numRuns: 1000 },
+  )
+  t.pass()
+})
