@@ -118,6 +118,8 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
       if (slotHeld) pool.release()
       slotHeld = false
     }
+    // A client that leaves before its body arrives frees the slot now, not at the body deadline.
+    reply.onAbort = giveBackSlot
 
     parts.bodies.read(res, MAX_BODY_BYTES, {
       isAborted: () => reply.aborted,

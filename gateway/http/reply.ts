@@ -29,12 +29,15 @@ export class Reply {
   done = false
   status = 0
   onFinish: (() => void) | undefined
+  /** Called once if the client goes away before the answer; gives back what the request held. */
+  onAbort: (() => void) | undefined
 
   constructor(res: HttpResponse, requestId: string) {
     this.res = res
     this.requestId = requestId
     res.onAborted(() => {
       this.aborted = true
+      this.onAbort?.()
       this.#finish()
     })
   }

@@ -43,3 +43,25 @@ t.test('with the verify queue full the edge sheds with 503 overloaded and Retry-
   t.ok(results.every((r) => r === undefined || r.status === 202 || r.status === 503), 'only 202 or 503')
   t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202, 'serves again once the burst is over')
 })
+
+t.test('a client that leaves before sending its body gives its verification slot back at once', async (t) => {
+  const { connect } = await import('node:net')
+  const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '2', BODY_TIMEOUT_MS: '60000' } })
+  const src = await provision(gw)
+  const heads = [0, 1].map(() => {
+    const s = src.sign(payload(src.sourceId))
+    const head = [`POST ${s.path} HTTP/1.1`, 'Host: x', ...Object.entries(s.headers).map(([k, v]) => `${k}: ${v}`), `content-length: ${s.body.length}`].join('\r\n')
+    return `${head}\r\n\r\n`
+  })
+  const sockets = heads.map((head) => {
+    const socket = connect(gw.port, '127.0.0.1')
+    socket.on('error', () => undefined)
+    socket.write(head)
+    return socket
+  })
+  await new Promise((r) => setTimeout(r, 300))
+  t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 503, 'both slots are held by the bodies in transit')
+  for (const s of sockets) s.destroy()
+  await new Promise((r) => setTimeout(r, 300))
+  t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202, 'free again long before the 60 s body deadline')
+})
