@@ -9,8 +9,6 @@ import { Registry, RegistryFile } from './registry/index.js'
 
 /** Spec 5.2: nonces expire after 10 minutes. */
 const NONCE_WINDOW_MS = 10 * 60_000
-/** Bounds the nonce store, all sources together: about 150 bytes each, so at most ~300 MB. */
-const MAX_LIVE_NONCES = 2_000_000
 
 export interface RunningService {
   readonly port: number
@@ -72,7 +70,7 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
     registry,
     now: Date.now,
     nonceWindowMs: NONCE_WINDOW_MS,
-    maxLiveNonces: MAX_LIVE_NONCES,
+    maxLiveNonces: config.NONCE_STORE_MAX,
     dedupWindowMs,
     flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
     onWarning: (message, err) => logger.warn({ err }, message),

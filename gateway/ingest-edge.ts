@@ -118,11 +118,8 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
       if (slotHeld) pool.release()
       slotHeld = false
     }
-    // A client that leaves before its body arrives frees the slot now, not at the body deadline.
-    reply.onAbort = giveBackSlot
 
-    parts.bodies.read(res, MAX_BODY_BYTES, {
-      isAborted: () => reply.aborted,
+    const cancelUpload = parts.bodies.read(res, MAX_BODY_BYTES, {
       onTimeout: () => {
         giveBackSlot()
         refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true)
@@ -170,6 +167,11 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
         )
       },
     })
+    // A client that leaves mid-upload frees its slot and its buffered bytes now, not at the body deadline.
+    reply.onAbort = () => {
+      cancelUpload()
+      giveBackSlot()
+    }
   }
 }
 

@@ -33,17 +33,13 @@ export class BodyReader {
 
   /**
    * Collects up to `limit` bytes. `onBody` gets the whole body; `onTimeout` fires if it
-   * has not arrived in time or the client went away, `onTooLarge` if it exceeds the
-   * limit (possible only when the declared length was not checked first). Exactly one
-   * of the three fires, unless the client is gone before a first chunk arrives; then
-   * the deadline sweep fires `onTimeout`.
+   * has not arrived in time, `onTooLarge` if it exceeds the limit (possible only when
+   * the declared length was not checked first). At most one of the three fires. The
+   * returned function cancels the upload and drops what it holds: uWS calls nothing
+   * more once a client is gone, so the caller cancels from its abort handler.
    */
-  read(
-    res: HttpResponse,
-    limit: number,
-    handlers: { onBody: (body: Buffer) => void; onTimeout: () => void; onTooLarge: () => void; isAborted: () => boolean },
-  ): void {
-    const chunks: Buffer[] = []
+  read(res: HttpResponse, limit: number, handlers: { onBody: (body: Buffer) => void; onTimeout: () => void; onTooLarge: () => void }): () => void {
+    let chunks: Buffer[] = []
     let size = 0
     let finished = false
     const upload: Upload = {
@@ -57,12 +53,6 @@ export class BodyReader {
     this.#uploads.add(upload)
     res.onData((chunk, isLast) => {
       if (finished) return
-      if (handlers.isAborted()) {
-        // The client left mid-body: end the upload now so whatever it holds is given back.
-        this.#uploads.delete(upload)
-        upload.onTimeout()
-        return
-      }
       size += chunk.byteLength
       if (size > limit) {
         finished = true
@@ -77,6 +67,11 @@ export class BodyReader {
         handlers.onBody(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size))
       }
     })
+    return () => {
+      finished = true
+      chunks = []
+      this.#uploads.delete(upload)
+    }
   }
 
   close(): void {

@@ -96,8 +96,7 @@ export function jsonRoute(
     }
     if (framing !== undefined) return fail(new ApiError(framing.kind === 'too_large' ? 'payload_too_large' : 'invalid_request', framing.message), true)
     if (!hasBody) return run(undefined)
-    parts.bodies.read(res, MAX_CONTROL_BODY_BYTES, {
-      isAborted: () => reply.aborted,
+    reply.onAbort = parts.bodies.read(res, MAX_CONTROL_BODY_BYTES, {
       onTimeout: () => fail(new ApiError('invalid_request', 'request body was not received in time'), true),
       onTooLarge: () => fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true),
       onBody: (raw) => {

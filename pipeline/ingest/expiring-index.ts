@@ -24,7 +24,6 @@ export class ExpiringIndex {
   #keyHi: Uint32Array
   #keyLo: Uint32Array
   #expiresAt: Float64Array
-  #dead: Uint8Array
   /** Slot + 1 per table cell; 0 is empty. Twice the ring's capacity keeps probes short. */
   #table: Uint32Array
   readonly #columns: Array<{ array: Column; width: number; make: (n: number) => Column }> = []
@@ -35,7 +34,6 @@ export class ExpiringIndex {
     this.#keyHi = new Uint32Array(this.#capacity)
     this.#keyLo = new Uint32Array(this.#capacity)
     this.#expiresAt = new Float64Array(this.#capacity)
-    this.#dead = new Uint8Array(this.#capacity)
     this.#table = new Uint32Array(this.#capacity * 2)
     this.#onEvict = options.onEvict
   }
@@ -52,14 +50,18 @@ export class ExpiringIndex {
     return () => entry.array as T
   }
 
-  /** The slot of the live entry for the key, or -1. */
-  find(hi: number, lo: number, now: number): number {
+  /**
+   * The slot of the live entry for the key, or -1. `accept` lets a caller require a
+   * column to match too (a scope, a source), so entries of two owners whose hashes
+   * collide are never mistaken for each other.
+   */
+  find(hi: number, lo: number, now: number, accept?: (slot: number) => boolean): number {
     const mask = this.#table.length - 1
     for (let cell = (hi ^ Math.imul(lo, 0x9e3779b1)) & mask; ; cell = (cell + 1) & mask) {
       const ref = this.#table[cell] as number
       if (ref === 0) return -1
       const slot = ref - 1
-      if (this.#keyHi[slot] === hi && this.#keyLo[slot] === lo && this.#dead[slot] === 0 && (this.#expiresAt[slot] as number) >= now) {
+      if (this.#keyHi[slot] === hi && this.#keyLo[slot] === lo && (this.#expiresAt[slot] as number) >= now && (accept === undefined || accept(slot))) {
         return slot
       }
     }
@@ -73,29 +75,17 @@ export class ExpiringIndex {
     this.#keyHi[slot] = hi
     this.#keyLo[slot] = lo
     this.#expiresAt[slot] = expiresAt
-    this.#dead[slot] = 0
     this.#place(slot)
     return slot
-  }
-
-  /** Takes an entry out before its time (a stale entry replaced by a new one). */
-  remove(slot: number): void {
-    if (this.#dead[slot] === 1) return
-    this.#dead[slot] = 1
-    this.#unplace(slot)
-    this.#onEvict?.(slot)
   }
 
   /** Evicts up to `budget` expired entries from the head. */
   expire(now: number, budget = Number.POSITIVE_INFINITY): void {
     while (this.#count > 0 && budget-- > 0) {
       const slot = this.#head
-      if (this.#dead[slot] === 0) {
-        if ((this.#expiresAt[slot] as number) >= now) return
-        this.#dead[slot] = 1
-        this.#unplace(slot)
-        this.#onEvict?.(slot)
-      }
+      if ((this.#expiresAt[slot] as number) >= now) return
+      this.#unplace(slot)
+      this.#onEvict?.(slot)
       this.#head = (this.#head + 1) & (this.#capacity - 1)
       this.#count--
     }
@@ -149,11 +139,52 @@ export class ExpiringIndex {
     this.#keyHi = remap(this.#keyHi, (n) => new Uint32Array(n), 1)
     this.#keyLo = remap(this.#keyLo, (n) => new Uint32Array(n), 1)
     this.#expiresAt = remap(this.#expiresAt, (n) => new Float64Array(n), 1)
-    this.#dead = remap(this.#dead, (n) => new Uint8Array(n), 1)
     for (const c of this.#columns) c.array = remap(c.array, c.make, c.width)
     this.#capacity = capacity
     this.#head = 0
     this.#table = new Uint32Array(capacity * 2)
-    for (let slot = 0; slot < this.#count; slot++) if (this.#dead[slot] === 0) this.#place(slot)
+    for (let slot = 0; slot < this.#count; slot++) this.#place(slot)
+  }
+}
+
+/**
+ * ExpiringIndex split by the key's low bits into shards that grow one at a time, so a
+ * growth copies 1/32 of the entries: the stall at millions of entries stays a few
+ * milliseconds instead of a second.
+ */
+export class ShardedExpiringIndex {
+  static readonly SHARDS = 32
+  readonly shards: readonly ExpiringIndex[]
+  #nextToExpire = 0
+
+  constructor(options: { initialCapacity: number; onEvict?: (shard: number, slot: number) => void }) {
+    const perShard = Math.max(16, Math.ceil(options.initialCapacity / ShardedExpiringIndex.SHARDS))
+    const onEvict = options.onEvict
+    this.shards = Array.from(
+      { length: ShardedExpiringIndex.SHARDS },
+      (_, i) => new ExpiringIndex({ initialCapacity: perShard, ...(onEvict ? { onEvict: (slot: number) => onEvict(i, slot) } : {}) }),
+    )
+  }
+
+  shardOf(hi: number): number {
+    return hi & (ShardedExpiringIndex.SHARDS - 1)
+  }
+
+  get size(): number {
+    let n = 0
+    for (const s of this.shards) n += s.size
+    return n
+  }
+
+  /** A little expiry per call, on two shards in turn; `sweep` does the rest. */
+  expireSome(now: number, budget: number): void {
+    for (let i = 0; i < 2; i++) {
+      ;(this.shards[this.#nextToExpire] as ExpiringIndex).expire(now, budget)
+      this.#nextToExpire = (this.#nextToExpire + 1) % ShardedExpiringIndex.SHARDS
+    }
+  }
+
+  sweep(now: number): void {
+    for (const s of this.shards) s.expire(now)
   }
 }

@@ -1,4 +1,4 @@
-import { ExpiringIndex } from './expiring-index.js'
+import { ShardedExpiringIndex } from './expiring-index.js'
 import { hash64 } from './string-hash.js'
 
 /**
@@ -8,34 +8,37 @@ import { hash64 } from './string-hash.js'
  * no earlier than timestamp − 300 s and a replay is claimed no later than timestamp +
  * 300 s: a window of 600 s, counted inclusively, always covers the replay.
  *
- * Memory: about 40 bytes per live nonce (64-bit hash, expiry, scope, table), outside
- * the garbage-collected heap. Two bounds keep it finite: a cap per (source, key),
- * derived from the source's max_rate by the caller, so one key (even a leaked one)
- * cannot crowd out the others; and a global cap.
+ * Memory: about 30 bytes per live nonce (64-bit hash, expiry, scope, table), up to
+ * twice that while a shard has just grown, outside the garbage-collected heap. Two
+ * bounds keep it finite: `maxEntries` in all, and a cap per (source, key), derived
+ * from the source's max_rate by the caller and never more than `maxPerScopeShare` of
+ * the whole, so one key (even a leaked one) cannot crowd out the others.
  */
 export type NonceClaim = 'claimed' | 'replayed' | 'scope_full' | 'store_full'
 
 export class NonceStore {
   readonly #windowMs: number
   readonly #maxEntries: number
-  readonly #index: ExpiringIndex
-  readonly #scopeOf: () => Uint32Array
+  readonly #maxPerScope: number
+  readonly #index: ShardedExpiringIndex
+  readonly #scopeOf: Array<() => Uint32Array>
   /** (source, key) → small integer, so an entry stores 4 bytes of scope, not two ids. */
   readonly #scopeIds = new Map<string, number>()
   readonly #perScope: number[] = []
   readonly #hash = new Uint32Array(2)
 
-  constructor(options: { windowMs: number; maxEntries: number; initialCapacity?: number }) {
+  constructor(options: { windowMs: number; maxEntries: number; maxPerScopeShare?: number; initialCapacity?: number }) {
     this.#windowMs = options.windowMs
     this.#maxEntries = options.maxEntries
-    this.#index = new ExpiringIndex({
+    this.#maxPerScope = Math.max(1, Math.floor(options.maxEntries * (options.maxPerScopeShare ?? 0.25)))
+    this.#index = new ShardedExpiringIndex({
       initialCapacity: options.initialCapacity ?? 1 << 18,
-      onEvict: (slot) => {
-        const scope = this.#scopeOf()[slot] as number
+      onEvict: (shard, slot) => {
+        const scope = (this.#scopeOf[shard] as () => Uint32Array)()[slot] as number
         this.#perScope[scope] = (this.#perScope[scope] as number) - 1
       },
     })
-    this.#scopeOf = this.#index.column((n) => new Uint32Array(n))
+    this.#scopeOf = this.#index.shards.map((s) => s.column((n) => new Uint32Array(n)))
   }
 
   get size(): number {
@@ -53,20 +56,29 @@ export class NonceStore {
     return id
   }
 
+  /** The slot of the live nonce in `shard`, or -1; the scope is compared too, so scopes never meet. */
+  #find(shard: number, scope: number, now: number): number {
+    const scopes = (this.#scopeOf[shard] as () => Uint32Array)()
+    return (this.#index.shards[shard] as ShardedExpiringIndex['shards'][number]).find(this.#hash[0] as number, this.#hash[1] as number, now, (slot) => scopes[slot] === scope)
+  }
+
   /**
    * Claims `nonce` for the scope. `replayed` means it was claimed within the window;
    * `scope_full` and `store_full` mean the claim would pass a memory bound.
    */
   claim(sourceId: string, keyId: string, nonce: string, now: number, scopeCap: number): NonceClaim {
-    this.#index.expire(now, 16)
+    this.#index.expireSome(now, 16)
     const scope = this.#scope(sourceId, keyId)
     hash64(nonce, scope, this.#hash)
-    const hi = this.#hash[0] as number
-    const lo = this.#hash[1] as number
-    if (this.#index.find(hi, lo, now) >= 0) return 'replayed'
-    if (this.#index.size >= this.#maxEntries) return 'store_full'
-    if ((this.#perScope[scope] as number) >= scopeCap) return 'scope_full'
-    this.#add(scope, hi, lo, now + this.#windowMs)
+    const shard = this.#index.shardOf(this.#hash[0] as number)
+    if (this.#find(shard, scope, now) >= 0) return 'replayed'
+    const full = () =>
+      this.#index.size >= this.#maxEntries ? 'store_full' : (this.#perScope[scope] as number) >= Math.min(scopeCap, this.#maxPerScope) ? 'scope_full' : undefined
+    // Expiry runs a little per claim; before refusing for a bound, drop everything expired.
+    if (full() !== undefined) this.#index.sweep(now)
+    const bound = full()
+    if (bound !== undefined) return bound
+    this.#add(shard, scope, now + this.#windowMs)
     return 'claimed'
   }
 
@@ -76,19 +88,18 @@ export class NonceStore {
     if (expiresAt < now) return
     const scope = this.#scope(sourceId, keyId)
     hash64(nonce, scope, this.#hash)
-    const hi = this.#hash[0] as number
-    const lo = this.#hash[1] as number
-    if (this.#index.find(hi, lo, now) < 0) this.#add(scope, hi, lo, expiresAt)
+    const shard = this.#index.shardOf(this.#hash[0] as number)
+    if (this.#find(shard, scope, now) < 0) this.#add(shard, scope, expiresAt)
   }
 
-  #add(scope: number, hi: number, lo: number, expiresAt: number): void {
-    const slot = this.#index.insert(hi, lo, expiresAt)
-    this.#scopeOf()[slot] = scope
+  #add(shard: number, scope: number, expiresAt: number): void {
+    const slot = (this.#index.shards[shard] as ShardedExpiringIndex['shards'][number]).insert(this.#hash[0] as number, this.#hash[1] as number, expiresAt)
+    ;(this.#scopeOf[shard] as () => Uint32Array)()[slot] = scope
     this.#perScope[scope] = (this.#perScope[scope] as number) + 1
   }
 
   /** Drops every expired entry; called from a slow timer. */
   sweep(now: number): void {
-    this.#index.expire(now)
+    this.#index.sweep(now)
   }
 }

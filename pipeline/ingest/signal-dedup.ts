@@ -1,17 +1,20 @@
-import { ExpiringIndex } from './expiring-index.js'
+import { randomInt } from 'node:crypto'
+import { ShardedExpiringIndex, type ExpiringIndex } from './expiring-index.js'
 import { hash64 } from './string-hash.js'
 
 /**
  * What the gateway remembers of each accepted signal, keyed both by
  * (source_id, signal_id) and by (source_id, Idempotency-Key), for the dedup window.
  * A retry with the same raw body gets the original `received_at` back; a different
- * body is a conflict (spec 3.2, DESIGN.md section 4).
+ * body, or an Idempotency-Key already used by another signal, is a conflict (spec 3.2
+ * and 7, DESIGN.md section 4).
  *
- * Stored compactly (ExpiringIndex): a 64-bit hash of the id, the first 128 bits of the
- * body's SHA-256, the arrival time and a flag: about 60 bytes per accepted signal
- * outside the garbage-collected heap, so 1,000 signals/s held for 30 minutes is about
- * 110 MB. An Idempotency-Key equal to the signal_id (the recommended use) costs nothing
- * more; another key costs a second entry.
+ * Stored compactly (ShardedExpiringIndex): a 64-bit hash of the id, the source, the
+ * first 128 bits of the body's SHA-256, the hash of the signal id, the arrival time
+ * and a flag: about 60 bytes per accepted signal (up to twice that just after a shard
+ * grew), outside the garbage-collected heap. An Idempotency-Key equal to the
+ * signal_id (the recommended use) costs nothing more; another key, a second entry.
+ * Entries match only within their own source, so no source can reach another's ids.
  */
 export interface DedupRecord {
   readonly bodySha256: string
@@ -27,26 +30,37 @@ export type DedupLookup =
   /** Another request with the same id is between check and append: wait for it. */
   | { readonly kind: 'in_flight'; readonly settled: Promise<void> }
 
-/** One table: id hash → (body hash prefix, signal id hash, arrival, test flag). */
+type Columns<T> = Array<() => T>
+
+/** One table: id hash → (source, body hash prefix, signal id hash, arrival, test flag). */
 class DedupTable {
-  readonly index: ExpiringIndex
-  readonly body: () => Uint32Array
-  readonly signal: () => Uint32Array
-  readonly receivedAt: () => Float64Array
-  readonly test: () => Uint8Array
+  readonly index: ShardedExpiringIndex
+  readonly source: Columns<Uint32Array>
+  readonly body: Columns<Uint32Array>
+  readonly signal: Columns<Uint32Array>
+  readonly receivedAt: Columns<Float64Array>
+  readonly test: Columns<Uint8Array>
 
   constructor(initialCapacity: number) {
-    this.index = new ExpiringIndex({ initialCapacity })
-    this.body = this.index.column((n) => new Uint32Array(n), 4)
-    this.signal = this.index.column((n) => new Uint32Array(n), 2)
-    this.receivedAt = this.index.column((n) => new Float64Array(n))
-    this.test = this.index.column((n) => new Uint8Array(n))
+    this.index = new ShardedExpiringIndex({ initialCapacity })
+    const each = <T extends Uint8Array | Uint32Array | Float64Array>(make: (n: number) => T, width = 1) => this.index.shards.map((s) => s.column(make, width))
+    this.source = each((n) => new Uint32Array(n))
+    this.body = each((n) => new Uint32Array(n), 4)
+    this.signal = each((n) => new Uint32Array(n), 2)
+    this.receivedAt = each((n) => new Float64Array(n))
+    this.test = each((n) => new Uint8Array(n))
   }
 }
 
+interface Hit {
+  readonly table: DedupTable
+  readonly shard: number
+  readonly slot: number
+}
+
 /** First 128 bits of a hex SHA-256 as four words. */
-function bodyWords(hex: string, out: Uint32Array, at: number): void {
-  for (let i = 0; i < 4; i++) out[at + i] = parseInt(hex.slice(i * 8, i * 8 + 8), 16) >>> 0
+function bodyWords(hex: string, out: Uint32Array): void {
+  for (let i = 0; i < 4; i++) out[i] = parseInt(hex.slice(i * 8, i * 8 + 8), 16) >>> 0
 }
 
 export class SignalDedup {
@@ -54,65 +68,87 @@ export class SignalDedup {
   readonly #bySignal: DedupTable
   readonly #byIdempotencyKey: DedupTable
   readonly #inFlight = new Map<string, Promise<void>>()
-  /** source id → small integer, the hash seed, so ids of different sources never meet. */
-  readonly #sourceSeeds = new Map<string, number>()
-  readonly #h = new Uint32Array(2)
-  readonly #s = new Uint32Array(2)
+  /** source id → small integer, stored with each entry and mixed into the hash seed. */
+  readonly #sources = new Map<string, number>()
+  /** A per-process secret in every seed, so nobody can precompute colliding ids. */
+  readonly #secret = randomInt(0, 2 ** 31)
+  readonly #idHash = new Uint32Array(2)
+  readonly #signalHash = new Uint32Array(2)
   readonly #words = new Uint32Array(4)
 
   constructor(options: { windowMs: number; initialCapacity?: number }) {
     this.#windowMs = options.windowMs
     this.#bySignal = new DedupTable(options.initialCapacity ?? 1 << 18)
-    this.#byIdempotencyKey = new DedupTable(1 << 10)
+    this.#byIdempotencyKey = new DedupTable(1 << 12)
   }
 
   get size(): number {
     return this.#bySignal.index.size + this.#byIdempotencyKey.index.size
   }
 
-  #seed(sourceId: string): number {
-    let seed = this.#sourceSeeds.get(sourceId)
-    if (seed === undefined) {
-      seed = this.#sourceSeeds.size + 1
-      this.#sourceSeeds.set(sourceId, seed)
+  #source(sourceId: string): number {
+    let n = this.#sources.get(sourceId)
+    if (n === undefined) {
+      n = this.#sources.size + 1
+      this.#sources.set(sourceId, n)
     }
-    return seed
+    return n
+  }
+
+  /** Looks `id` up in `table` for this source; the hash lands in #idHash. */
+  #find(table: DedupTable, source: number, id: string, now: number): Hit | undefined {
+    hash64(id, source ^ this.#secret, this.#idHash)
+    const shard = table.index.shardOf(this.#idHash[0] as number)
+    const sources = (table.source[shard] as () => Uint32Array)()
+    const slot = (table.index.shards[shard] as ExpiringIndex).find(this.#idHash[0] as number, this.#idHash[1] as number, now, (s) => sources[s] === source)
+    return slot < 0 ? undefined : { table, shard, slot }
+  }
+
+  /** True when the entry is this very signal with this very body. */
+  #same(hit: Hit): boolean {
+    const body = (hit.table.body[hit.shard] as () => Uint32Array)()
+    const sig = (hit.table.signal[hit.shard] as () => Uint32Array)()
+    const s = hit.slot
+    return (
+      sig[s * 2] === this.#signalHash[0] &&
+      sig[s * 2 + 1] === this.#signalHash[1] &&
+      body[s * 4] === this.#words[0] &&
+      body[s * 4 + 1] === this.#words[1] &&
+      body[s * 4 + 2] === this.#words[2] &&
+      body[s * 4 + 3] === this.#words[3]
+    )
   }
 
   lookup(sourceId: string, signalId: string, idempotencyKey: string | undefined, bodySha256: string, now: number): DedupLookup {
-    this.#bySignal.index.expire(now, 16)
-    this.#byIdempotencyKey.index.expire(now, 16)
-    const pending = this.#inFlight.get(`${sourceId}\n${signalId}`) ?? (idempotencyKey === undefined ? undefined : this.#inFlight.get(`${sourceId}\n\n${idempotencyKey}`))
+    this.#bySignal.index.expireSome(now, 16)
+    this.#byIdempotencyKey.index.expireSome(now, 16)
+    const separateKey = idempotencyKey !== undefined && idempotencyKey !== signalId ? idempotencyKey : undefined
+    const pending =
+      this.#inFlight.get(`${sourceId}\n${signalId}`) ??
+      (separateKey === undefined ? undefined : (this.#inFlight.get(`${sourceId}\n${separateKey}`) ?? this.#inFlight.get(`${sourceId}\n\n${separateKey}`)))
     if (pending !== undefined) return { kind: 'in_flight', settled: pending }
-    const seed = this.#seed(sourceId)
-    hash64(signalId, seed, this.#s)
-    bodyWords(bodySha256, this.#words, 0)
-    let found = this.#match(this.#bySignal, this.#s[0] as number, this.#s[1] as number, now)
-    if (found === undefined && idempotencyKey !== undefined && idempotencyKey !== signalId) {
-      hash64(idempotencyKey, seed, this.#h)
-      // A key equal to some signal's own id was stored only under that signal.
-      found =
-        this.#match(this.#byIdempotencyKey, this.#h[0] as number, this.#h[1] as number, now) ??
-        this.#match(this.#bySignal, this.#h[0] as number, this.#h[1] as number, now)
-    }
-    if (found === undefined) return { kind: 'new' }
-    const { table, slot } = found
-    const body = table.body()
-    const sig = table.signal()
-    const same =
-      sig[slot * 2] === this.#s[0] &&
-      sig[slot * 2 + 1] === this.#s[1] &&
-      body[slot * 4] === this.#words[0] &&
-      body[slot * 4 + 1] === this.#words[1] &&
-      body[slot * 4 + 2] === this.#words[2] &&
-      body[slot * 4 + 3] === this.#words[3]
-    if (!same) return { kind: 'conflict' }
-    return { kind: 'replay', record: { bodySha256, signalId, receivedAtMs: table.receivedAt()[slot] as number, test: table.test()[slot] === 1 } }
-  }
 
-  #match(table: DedupTable, hi: number, lo: number, now: number): { table: DedupTable; slot: number } | undefined {
-    const slot = table.index.find(hi, lo, now)
-    return slot < 0 ? undefined : { table, slot }
+    const source = this.#source(sourceId)
+    bodyWords(bodySha256, this.#words)
+    const bySignal = this.#find(this.#bySignal, source, signalId, now)
+    this.#signalHash.set(this.#idHash)
+    if (bySignal !== undefined && !this.#same(bySignal)) return { kind: 'conflict' }
+    if (separateKey !== undefined) {
+      // The key may be held under its own entry, or be another signal's own id.
+      const byKey = this.#find(this.#byIdempotencyKey, source, separateKey, now) ?? this.#find(this.#bySignal, source, separateKey, now)
+      if (byKey !== undefined && !this.#same(byKey)) return { kind: 'conflict' }
+    }
+    if (bySignal === undefined) return { kind: 'new' }
+    const { table, shard, slot } = bySignal
+    return {
+      kind: 'replay',
+      record: {
+        bodySha256,
+        signalId,
+        receivedAtMs: (table.receivedAt[shard] as () => Float64Array)()[slot] as number,
+        test: (table.test[shard] as () => Uint8Array)()[slot] === 1,
+      },
+    }
   }
 
   /**
@@ -123,7 +159,7 @@ export class SignalDedup {
     let release!: () => void
     const settled = new Promise<void>((resolve) => (release = resolve))
     const keys = [`${sourceId}\n${signalId}`]
-    if (idempotencyKey !== undefined) keys.push(`${sourceId}\n\n${idempotencyKey}`)
+    if (idempotencyKey !== undefined && idempotencyKey !== signalId) keys.push(`${sourceId}\n\n${idempotencyKey}`)
     for (const key of keys) this.#inFlight.set(key, settled)
     return () => {
       for (const key of keys) this.#inFlight.delete(key)
@@ -132,29 +168,31 @@ export class SignalDedup {
   }
 
   remember(sourceId: string, idempotencyKey: string | undefined, record: DedupRecord, acceptedAt: number): void {
-    const seed = this.#seed(sourceId)
+    const source = this.#source(sourceId)
     const expiresAt = acceptedAt + this.#windowMs
-    hash64(record.signalId, seed, this.#s)
-    bodyWords(record.bodySha256, this.#words, 0)
-    this.#store(this.#bySignal, this.#s[0] as number, this.#s[1] as number, expiresAt, record)
+    bodyWords(record.bodySha256, this.#words)
+    hash64(record.signalId, source ^ this.#secret, this.#signalHash)
+    this.#store(this.#bySignal, source, this.#signalHash, expiresAt, record)
     if (idempotencyKey !== undefined && idempotencyKey !== record.signalId) {
-      hash64(idempotencyKey, seed, this.#h)
-      this.#store(this.#byIdempotencyKey, this.#h[0] as number, this.#h[1] as number, expiresAt, record)
+      hash64(idempotencyKey, source ^ this.#secret, this.#idHash)
+      this.#store(this.#byIdempotencyKey, source, this.#idHash, expiresAt, record)
     }
   }
 
-  #store(table: DedupTable, hi: number, lo: number, expiresAt: number, record: DedupRecord): void {
-    const slot = table.index.insert(hi, lo, expiresAt)
-    table.body().set(this.#words, slot * 4)
-    const sig = table.signal()
-    sig[slot * 2] = this.#s[0] as number
-    sig[slot * 2 + 1] = this.#s[1] as number
-    table.receivedAt()[slot] = record.receivedAtMs
-    table.test()[slot] = record.test ? 1 : 0
+  #store(table: DedupTable, source: number, key: Uint32Array, expiresAt: number, record: DedupRecord): void {
+    const shard = table.index.shardOf(key[0] as number)
+    const slot = (table.index.shards[shard] as ExpiringIndex).insert(key[0] as number, key[1] as number, expiresAt)
+    ;(table.source[shard] as () => Uint32Array)()[slot] = source
+    ;(table.body[shard] as () => Uint32Array)().set(this.#words, slot * 4)
+    const sig = (table.signal[shard] as () => Uint32Array)()
+    sig[slot * 2] = this.#signalHash[0] as number
+    sig[slot * 2 + 1] = this.#signalHash[1] as number
+    ;(table.receivedAt[shard] as () => Float64Array)()[slot] = record.receivedAtMs
+    ;(table.test[shard] as () => Uint8Array)()[slot] = record.test ? 1 : 0
   }
 
   sweep(now: number): void {
-    this.#bySignal.index.expire(now)
-    this.#byIdempotencyKey.index.expire(now)
+    this.#bySignal.index.sweep(now)
+    this.#byIdempotencyKey.index.sweep(now)
   }
 }

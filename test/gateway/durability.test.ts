@@ -67,8 +67,6 @@ t.test('a gateway killed with kill -9 mid-burst loses no 202ed signal, and a ret
   const conflict = await push(second, src.sign({ ...original.p, confidence: 3 }))
   t.equal(conflict.status, 409, 'a different body under the same signal_id still conflicts after restart')
 
-  const after = await journalSignals(first.dataDir).catch(() => undefined)
-  t.ok(after === undefined || after.length >= records.length)
 })
 
 t.test('registry state (tokens, sources, keys and their states) survives kill -9', async (t) => {

@@ -162,3 +162,36 @@ t.test('after a restart the rebuilt state still deduplicates and still refuses t
   t.equal(again.deduplicated, true)
   t.equal(again.received_at, accepted.received_at)
 })
+
+t.test('a log that refuses the append gives 503 not_ready, reports the failure, and remembers nothing', async (t) => {
+  const { verifier, request, registry, log } = await setup(t)
+  const { LogError } = await import('../../pipeline/index.js')
+  const failures: Error[] = []
+  // A disk that fails cannot be produced here: this log stands in for one whose fsync failed.
+  const failing = Object.create(log, {
+    append: { value: async () => Promise.reject(new LogError('log_io', 'fdatasync failed: EIO')) },
+  })
+  const pipeline = new IngestPipeline({
+    log: failing,
+    pool: verifier as unknown as VerifyPool,
+    registry,
+    now: Date.now,
+    nonceWindowMs: 600_000,
+    maxLiveNonces: 1000,
+    dedupWindowMs: 1_800_000,
+    flagAfterMinutes: 5,
+    onLogFailure: (err) => failures.push(err),
+    onWarning: () => undefined,
+  })
+  const req = request()
+  const pending = pipeline.process(req)
+  await settle()
+  verifier.gates.shift()!(true)
+  await t.rejects(pending, { code: 'not_ready', status: 503, retryAfter: 1 })
+  t.equal(failures.length, 1)
+  t.equal((failures[0] as { code?: string }).code, 'log_io')
+  const retry = pipeline.process({ ...req, nonce: 'another-nonce', nonceClaimed: false })
+  await settle()
+  verifier.gates.shift()!(true)
+  await t.rejects(retry, { code: 'not_ready' }, 'the failed signal was not remembered as accepted')
+})

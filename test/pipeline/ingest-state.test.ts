@@ -123,3 +123,34 @@ t.test('a source within its max_rate never meets its nonce cap', async (t) => {
   t.ok(nonceCap({ rate: 100, per: 'second', burst: 500 }, window) >= 100 * 600 + 500)
   t.ok(nonceCap({ rate: 600, per: 'minute' }, window) >= 10 * 600)
 })
+
+t.test('dedup: a replay that carries an Idempotency-Key already used by another signal conflicts', async (t) => {
+  const dedup = new SignalDedup({ windowMs: 20 * MIN })
+  dedup.remember('s', 'key-C', { bodySha256: H1, signalId: 'sig-C', receivedAtMs: 1, test: false }, 0)
+  dedup.remember('s', undefined, { bodySha256: H2, signalId: 'sig-A', receivedAtMs: 2, test: false }, 0)
+  t.equal(dedup.lookup('s', 'sig-A', undefined, H2, 1).kind, 'replay')
+  t.equal(dedup.lookup('s', 'sig-A', 'key-C', H2, 1).kind, 'conflict')
+})
+
+t.test('dedup: a signal in flight blocks a request whose Idempotency-Key is its signal_id', async (t) => {
+  const dedup = new SignalDedup({ windowMs: 20 * MIN })
+  const release = dedup.reserve('s', 'sig-A', undefined)
+  t.equal(dedup.lookup('s', 'sig-B', 'sig-A', H1, 0).kind, 'in_flight')
+  release()
+})
+
+t.test('dedup: ids of one source never match another source, whatever their hashes', async (t) => {
+  const dedup = new SignalDedup({ windowMs: 20 * MIN })
+  for (let i = 0; i < 2000; i++) dedup.remember(`src-${i % 50}`, undefined, { bodySha256: H1, signalId: `sig-${i}`, receivedAtMs: i, test: false }, 0)
+  let crossMatches = 0
+  for (let i = 0; i < 2000; i++) if (dedup.lookup(`src-${(i % 50) + 1}`, `sig-${i}`, undefined, H1, 1).kind !== 'new') crossMatches++
+  t.equal(crossMatches, 0)
+  t.equal(dedup.lookup('src-7', 'sig-7', undefined, H1, 1).kind, 'replay')
+})
+
+t.test('nonce store: one key holds at most its share of the store, whatever its own cap', async (t) => {
+  const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 100, maxPerScopeShare: 0.25 })
+  for (let i = 0; i < 25; i++) t.equal(nonces.claim('s', 'k', `n${i}`, 0, 1_000_000), 'claimed')
+  t.equal(nonces.claim('s', 'k', 'n25', 0, 1_000_000), 'scope_full')
+  t.equal(nonces.claim('s', 'other', 'n25', 0, 1_000_000), 'claimed')
+})

@@ -39,10 +39,13 @@ t.test('close finishes queued work and is safe to call twice', async (t) => {
   const message = Buffer.from('m')
   pool.reserve()
   const pending = pool.verify({ publicKey: raw, message, signature: sign(null, message, privateKey) })
+  // A slot taken just before the close, spent just after it: the verify is refused and the slot is returned.
+  pool.reserve()
   await Promise.all([pool.close(), pool.close()])
   t.equal(await pending, true)
   t.equal(pool.reserve(), false, 'a closed pool takes no work')
   await t.rejects(pool.verify({ publicKey: raw, message, signature: Buffer.alloc(64) }), { code: 'pool_closed' })
+  t.equal(pool.pending, 0, 'no slot is left counted')
 })
 
 t.test('new work is refused once the oldest queued request has waited longer than maxWaitMs, though slots are free', async (t) => {
