@@ -16,7 +16,7 @@ const Env = {
   JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (see README)' },
   JOURNAL_FSYNC_INTERVAL_MS: { type: 'int', default: 200, min: 1, max: 60_000, help: 'sync period for JOURNAL_FSYNC=interval' },
   DEDUP_WINDOW_S: { type: 'int', default: 1800, min: 1200, max: 7 * 86400, help: 'how long signal_id and Idempotency-Key are remembered; at least 20 minutes so every retry that passes the two 300 s checks is covered' },
-  VERIFY_THREADS: { type: 'int', default: 0, min: 0, max: 64, help: 'verification worker threads; 0 = one per core' },
+  VERIFY_THREADS: { type: 'int', default: 0, min: 0, max: 64, help: 'verification worker threads; 0 = one per core, less the one the event loop needs (at least 1)' },
   VERIFY_BATCH: { type: 'int', default: 64, min: 1, max: 4096, help: 'signatures sent to a worker in one message' },
   VERIFY_QUEUE_LIMIT: { type: 'int', default: 512, min: 1, max: 1_000_000, help: 'requests waiting for verification before the edge sheds with 503' },
   VERIFY_MAX_WAIT_MS: { type: 'int', default: 50, min: 1, max: 60_000, help: 'shed with 503 once the oldest request waiting for verification has waited this long' },

@@ -38,7 +38,7 @@ export interface Session {
 
 function printGateway(gw: BenchGateway): void {
   const c = gw.config
-  const threads = c.VERIFY_THREADS === 0 ? `0 (= ${availableParallelism()}, one per core)` : String(c.VERIFY_THREADS)
+  const threads = c.VERIFY_THREADS === 0 ? `0 (= ${Math.max(1, availableParallelism() - 1)}, cores less one)` : String(c.VERIFY_THREADS)
   print(`gateway pid ${gw.pid} on ${gw.url}: VERIFY_THREADS ${threads}, VERIFY_BATCH ${c.VERIFY_BATCH}, VERIFY_QUEUE_LIMIT ${c.VERIFY_QUEUE_LIMIT}, JOURNAL_FSYNC ${c.JOURNAL_FSYNC}, LOG_LEVEL ${c.LOG_LEVEL}`)
   print(`  DATA_DIR ${gw.dataDir} on ${filesystemOf(gw.dataDir)}`)
 }
