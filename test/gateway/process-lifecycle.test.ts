@@ -59,7 +59,8 @@ t.test('SIGTERM drains: in-flight requests finish, the process exits 0, and acce
   const exit = await gw.exited()
   t.equal(exit.code, 0, 'exit code 0')
   for (const r of results) {
-    if (typeof r === 'string') t.equal(r, 'ECONNREFUSED', 'not answered only because the listener had closed')
+    // Refused at connect, or queued by the client on a kept-alive socket the exiting server closed before it was written.
+    if (typeof r === 'string') t.ok(['ECONNREFUSED', 'ECONNRESET', 'UND_ERR_SOCKET'].includes(r), `not answered only because the server was gone (${r})`)
     else t.ok([202, 503].includes(r.status), `in-flight answered ${r.status}`)
   }
   const accepted = results.flatMap((r) => (typeof r !== 'string' && r.status === 202 ? [r.body.signal_id as string] : []))
