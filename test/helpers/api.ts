@@ -1,29 +1,17 @@
+import { GatewayClient, type GatewayResponse } from '../../sdk/gateway-client.js'
 import { generateCreatorKey, signPush, type CreatorKey, type SignedPush } from '../../sdk/signing.js'
 import type { GatewayProcess } from './gateway-process.js'
 
-export interface ApiResponse<T = any> {
-  readonly status: number
-  readonly headers: Headers
-  readonly body: T
-}
+export type ApiResponse<T = any> = GatewayResponse<T>
 
 /** One JSON request to the gateway. */
-export async function call<T = any>(url: string, method: string, path: string, options: { token?: string; body?: unknown; headers?: Record<string, string>; rawBody?: Buffer } = {}): Promise<ApiResponse<T>> {
-  const headers: Record<string, string> = { ...options.headers }
-  if (options.token !== undefined) headers['authorization'] = `Bearer ${options.token}`
-  let body: Buffer | string | undefined = options.rawBody
-  if (options.body !== undefined) {
-    body = JSON.stringify(options.body)
-    headers['content-type'] ??= 'application/json'
-  }
-  const res = await fetch(url + path, { method, headers, body: typeof body === "string" || body === undefined ? body : new Uint8Array(body) })
-  const text = await res.text()
-  return { status: res.status, headers: res.headers, body: (text === "" ? undefined : JSON.parse(text)) as T }
+export function call<T = any>(url: string, method: string, path: string, options: { token?: string; body?: unknown; headers?: Record<string, string>; rawBody?: Buffer } = {}): Promise<ApiResponse<T>> {
+  return new GatewayClient(url).request<T>(method, path, options)
 }
 
 /** Sends a signed push as built by `signPush`. */
 export function push(gw: { url: string }, signed: SignedPush): Promise<ApiResponse> {
-  return call(gw.url, 'POST', signed.path, { headers: signed.headers, rawBody: signed.body })
+  return new GatewayClient(gw.url).push(signed)
 }
 
 export const MANIFEST = {
@@ -76,27 +64,19 @@ export function payload(sourceId: string, overrides: Record<string, unknown> = {
  */
 export async function provision(gw: GatewayProcess, options: { manifest?: unknown; activate?: boolean; slots?: number } = {}): Promise<Provisioned> {
   counter++
-  const creatorId = `creator_${counter}_${Date.now().toString(36)}`
-  const agentId = `agent_${counter}_${Date.now().toString(36)}`
-  const token = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'creator', subject: creatorId } })
-  if (token.status !== 201) throw new Error(`token: ${JSON.stringify(token.body)}`)
-  const creatorToken = token.body.data.token as string
-  const agent = await call(gw.url, 'POST', '/v1/admin/agents', { token: gw.adminToken, body: { agent_id: agentId, creator_id: creatorId, slots: options.slots ?? 2 } })
-  if (agent.status !== 201) throw new Error(`agent: ${JSON.stringify(agent.body)}`)
-  const source = await call(gw.url, 'POST', '/v1/byo/sources', { token: creatorToken, body: { agent_id: agentId, manifest: options.manifest ?? MANIFEST } })
-  if (source.status !== 201) throw new Error(`source: ${JSON.stringify(source.body)}`)
-  const sourceId = source.body.data.source_id as string
   const key = generateCreatorKey()
-  const registered = await call(gw.url, 'POST', `/v1/byo/sources/${sourceId}/keys`, { token: creatorToken, body: { public_key: key.publicKeyBase64 } })
-  if (registered.status !== 201) throw new Error(`key: ${JSON.stringify(registered.body)}`)
-  const keyId = registered.body.data.key_id as string
+  const suffix = `${counter}_${Date.now().toString(36)}`
+  const { creatorToken, sourceId, keyId } = await new GatewayClient(gw.url).onboardSource({
+    adminToken: gw.adminToken,
+    creatorId: `creator_${suffix}`,
+    agentId: `agent_${suffix}`,
+    slots: options.slots ?? 2,
+    manifest: options.manifest ?? MANIFEST,
+    key,
+    testSignal: payload('x'),
+    ...(options.activate === undefined ? {} : { activate: options.activate }),
+  })
   const sign: Provisioned['sign'] = (p, extra = {}) =>
     signPush({ sourceId, keyId: extra.keyId ?? keyId, key: extra.key ?? key, payload: p, timestamp: extra.timestamp, nonce: extra.nonce, idempotencyKey: extra.idempotencyKey })
-  if (options.activate !== false) {
-    const test = await push(gw, sign(payload(sourceId)))
-    if (test.status !== 202 || test.body.test !== true) throw new Error(`test signal: ${JSON.stringify(test.body)}`)
-    const promoted = await call(gw.url, 'POST', `/v1/byo/sources/${sourceId}/keys/${keyId}/promote`, { token: creatorToken })
-    if (promoted.status !== 200) throw new Error(`promote: ${JSON.stringify(promoted.body)}`)
-  }
-  return { creatorToken, agentId, sourceId, keyId, key, sign }
+  return { creatorToken, agentId: `agent_${suffix}`, sourceId, keyId, key, sign }
 }

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { IngestPipeline, openJournal, type SignedRequest, type VerifyPool } from '../../pipeline/index.js'
+import { IngestPipeline, openJournal, type IngestPipelineOptions, type SignedRequest, type VerifyPool } from '../../pipeline/index.js'
 import { Registry, type RegistryStore } from '../../registry/index.js'
 import type { RegistrySnapshot } from '../../registry/records.js'
 import { MANIFEST, payload } from '../helpers/api.js'
@@ -44,18 +44,21 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
   await registry.promoteKey(source.source_id, keyRecord.key_id)
   const verifier = new GatedVerifier()
   const warnings: string[] = []
-  const pipeline = new IngestPipeline({
-    log,
-    pool: verifier as unknown as VerifyPool,
-    registry,
-    now: Date.now,
-    nonceWindowMs: 600_000,
-    maxLiveNonces: 1000,
-    dedupWindowMs: 1_800_000,
-    flagAfterMinutes: 5,
-    onLogFailure: () => undefined,
-    onWarning: (m) => warnings.push(m),
-  })
+  const makePipeline = (overrides: Partial<IngestPipelineOptions> = {}) =>
+    new IngestPipeline({
+      log,
+      pool: verifier as unknown as VerifyPool,
+      registry,
+      now: Date.now,
+      nonceWindowMs: 600_000,
+      maxLiveNonces: 1000,
+      dedupWindowMs: 1_800_000,
+      flagAfterMinutes: 5,
+      onLogFailure: () => undefined,
+      onWarning: (m) => warnings.push(m),
+      ...overrides,
+    })
+  const pipeline = makePipeline()
   const request = (overrides: Partial<SignedRequest> = {}): SignedRequest => {
     const body = Buffer.from(JSON.stringify(payload(source.source_id)))
     return {
@@ -78,7 +81,7 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
       ...overrides,
     }
   }
-  return { log, registry, source, keyRecord, verifier, pipeline, request }
+  return { log, registry, source, keyRecord, verifier, pipeline, makePipeline, request }
 }
 
 const settle = () => new Promise((r) => setImmediate(r))
@@ -132,24 +135,14 @@ t.test('a body that is JSON but not an object is invalid_body, not invalid_signa
 })
 
 t.test('after a restart the rebuilt state still deduplicates and still refuses the nonce', async (t) => {
-  const { verifier, pipeline, request, log, registry } = await setup(t)
+  const { verifier, pipeline, makePipeline, request } = await setup(t)
   const req = request()
   const first = pipeline.process(req)
   await settle()
   verifier.gates.shift()!(true)
   const accepted = await first
-  const rebuilt = new IngestPipeline({
-    log,
-    pool: verifier as unknown as VerifyPool,
-    registry,
-    now: Date.now,
-    nonceWindowMs: 600_000,
-    maxLiveNonces: 1000,
-    dedupWindowMs: 1_800_000,
-    flagAfterMinutes: 5,
-    onLogFailure: () => undefined,
-    onWarning: () => undefined,
-  })
+  const rebuilt = makePipeline()
+
   t.equal(await rebuilt.rebuild(), 1)
   const replay = rebuilt.process({ ...req, nonceClaimed: false })
   await settle()
@@ -164,25 +157,15 @@ t.test('after a restart the rebuilt state still deduplicates and still refuses t
 })
 
 t.test('a log that refuses the append gives 503 not_ready, reports the failure, and remembers nothing', async (t) => {
-  const { verifier, request, registry, log } = await setup(t)
+  const { verifier, request, makePipeline, log } = await setup(t)
   const { LogError } = await import('../../pipeline/index.js')
   const failures: Error[] = []
   // A disk that fails cannot be produced here: this log stands in for one whose fsync failed.
   const failing = Object.create(log, {
     append: { value: async () => Promise.reject(new LogError('log_io', 'fdatasync failed: EIO')) },
   })
-  const pipeline = new IngestPipeline({
-    log: failing,
-    pool: verifier as unknown as VerifyPool,
-    registry,
-    now: Date.now,
-    nonceWindowMs: 600_000,
-    maxLiveNonces: 1000,
-    dedupWindowMs: 1_800_000,
-    flagAfterMinutes: 5,
-    onLogFailure: (err) => failures.push(err),
-    onWarning: () => undefined,
-  })
+  const pipeline = makePipeline({ log: failing, onLogFailure: (err) => failures.push(err) })
+
   const req = request()
   const pending = pipeline.process(req)
   await settle()
