@@ -93,7 +93,6 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
 
   const sweeper = setInterval(() => pipeline.sweep(), 5_000).unref()
 
-  let open = true
   const gateway = await startGateway({
     host: config.HOST,
     port: config.PORT,
@@ -104,7 +103,7 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
     pool,
     errors,
     logger,
-    isReady: () => open && !logFailed,
+    isReady: () => !logFailed,
   })
   logger.info({ port: gateway.port, data_dir: dataDir, verify_threads: pool.threads, fsync: config.JOURNAL_FSYNC }, 'gateway listening')
 
@@ -115,7 +114,6 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
     stop: () =>
       (stopping ??= (async () => {
         await gateway.drain(config.SHUTDOWN_GRACE_MS)
-        open = false
         clearInterval(sweeper)
         await pool.close()
         await registry.settle()

@@ -3,8 +3,8 @@ import { Compile } from 'typebox/compile'
 
 /**
  * Configuration is declared once here: every variable, its default and its bounds.
- * The schema is closed; an unknown `GATEWAY_*` variable is refused too, so a typo
- * never falls back to a default silently.
+ * The schema is closed; an unknown variable with one of our prefixes (OWN_PREFIXES)
+ * is refused too, so a typo never falls back to a default silently.
  */
 const Env = {
   PORT: { type: 'int', default: 8080, min: 0, max: 65535, help: 'TCP port to listen on (0 picks a free one)' },

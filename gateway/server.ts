@@ -25,9 +25,8 @@ export interface GatewayOptions {
   readonly pool: VerifyPool
   readonly errors: IngestErrorLog
   readonly logger: Logger
-  /** True once every backend the gateway needs is open. */
+  /** False once the signal log has failed for good (draining is checked separately). */
   readonly isReady: () => boolean
-  readonly now?: () => number
 }
 
 export interface Gateway {
@@ -63,7 +62,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       errors: options.errors,
       bodies,
       logger: options.logger,
-      now: options.now ?? Date.now,
+      now: Date.now,
       isDraining,
       track,
     }),

@@ -4,7 +4,7 @@ import type { Listing, Manifest } from '../schemas/manifest.js'
 import type { AgentRecord, KeyRecord, Principal, RegistrySnapshot, SourceRecord, TokenRecord } from './records.js'
 import type { RegistryStore } from './registry-store.js'
 
-/** Bounds on what one tenant can make the registry hold. */
+/** Bounds on what the registry holds: tokens and agents in all, slots per agent, keys per source. */
 export const REGISTRY_LIMITS = {
   tokens: 100_000,
   agents: 100_000,
@@ -244,7 +244,7 @@ export class Registry {
     })
   }
 
-  /** Any state → revoked; forward-only, effective for the next request. */
+  /** Any state → revoked; forward-only and immediate: requests already waiting for verification or the log see it too. */
   revokeKey(sourceId: string, keyId: string): Promise<KeyRecord> {
     return this.#mutate(() => {
       const key = this.#required(sourceId, keyId)

@@ -14,7 +14,7 @@ export function ownedSource(registry: Registry, principal: Principal, sourceId: 
   throw new ApiError('not_found', 'no such source')
 }
 
-/** Renters read; only creators and the admin manage sources. */
+/** Source routes are for the source's creator and the admin; a renter token gets 403 on all of them. */
 export function requireCreator(principal: Principal): void {
   if (principal.role === 'renter') throw new ApiError('forbidden', 'this endpoint is for creators')
 }

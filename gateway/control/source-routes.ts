@@ -42,6 +42,7 @@ export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => stri
   })
 
   jsonRoute(parts, 'get', '/v1/byo/sources/:source_id', { access: 'any' }, ({ principal, params }) => {
+    requireCreator(principal)
     return { status: 200, data: sourceView(ownedSource(registry, principal, params[0] as string), baseUrl()) }
   })
 }

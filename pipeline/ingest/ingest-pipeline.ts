@@ -182,7 +182,8 @@ export class IngestPipeline {
     // Last look before the append: a revoke acknowledged by now must win.
     assertNotRevoked(key)
     const appended = await this.#o.log.append(signalDedupId(source.source_id, signalId), encodeSignalRecord(record)).catch((err: unknown) => {
-      // Nothing was promised yet: the client retries, and the log's dedup id makes that safe.
+      // Nothing was promised yet, so the client may retry: the journal refuses appends after
+      // a failed write until it is reopened (a restart rebuilds from what reached disk).
       if (isLogError(err, 'log_io') || isLogError(err, 'log_corrupt')) this.#o.onLogFailure(err as Error)
       throw new ApiError('not_ready', 'the signal log is unavailable; retry', { cause: err, retryAfter: 1 })
     })
@@ -197,7 +198,10 @@ export class IngestPipeline {
     return accepted(source.source_id, remembered, appended.duplicate)
   }
 
-  /** The log held this id though the index did not (a restart raced a retry): its first record decides. */
+  /**
+   * The log held this dedup id though the index did not: possible only with a log
+   * shared by several gateways (JetStream). The log's first record decides.
+   */
   async #original(seq: number): Promise<DedupRecord> {
     const [original] = await this.#o.log.read({ fromSeq: seq }, 1)
     if (original === undefined || original.seq !== seq) {

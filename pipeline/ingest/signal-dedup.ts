@@ -1,4 +1,3 @@
-import { randomInt } from 'node:crypto'
 import { ShardedExpiringIndex, type ExpiringIndex } from './expiring-index.js'
 import { hash64 } from './string-hash.js'
 
@@ -68,10 +67,8 @@ export class SignalDedup {
   readonly #bySignal: DedupTable
   readonly #byIdempotencyKey: DedupTable
   readonly #inFlight = new Map<string, Promise<void>>()
-  /** source id → small integer, stored with each entry and mixed into the hash seed. */
+  /** source id → small integer, stored with each entry and used as the hash seed. */
   readonly #sources = new Map<string, number>()
-  /** A per-process secret in every seed, so nobody can precompute colliding ids. */
-  readonly #secret = randomInt(0, 2 ** 31)
   readonly #idHash = new Uint32Array(2)
   readonly #signalHash = new Uint32Array(2)
   readonly #words = new Uint32Array(4)
@@ -97,7 +94,7 @@ export class SignalDedup {
 
   /** Looks `id` up in `table` for this source; the hash lands in #idHash. */
   #find(table: DedupTable, source: number, id: string, now: number): Hit | undefined {
-    hash64(id, source ^ this.#secret, this.#idHash)
+    hash64(id, source, this.#idHash)
     const shard = table.index.shardOf(this.#idHash[0] as number)
     const sources = (table.source[shard] as () => Uint32Array)()
     const slot = (table.index.shards[shard] as ExpiringIndex).find(this.#idHash[0] as number, this.#idHash[1] as number, now, (s) => sources[s] === source)
@@ -171,10 +168,10 @@ export class SignalDedup {
     const source = this.#source(sourceId)
     const expiresAt = acceptedAt + this.#windowMs
     bodyWords(record.bodySha256, this.#words)
-    hash64(record.signalId, source ^ this.#secret, this.#signalHash)
+    hash64(record.signalId, source, this.#signalHash)
     this.#store(this.#bySignal, source, this.#signalHash, expiresAt, record)
     if (idempotencyKey !== undefined && idempotencyKey !== record.signalId) {
-      hash64(idempotencyKey, source ^ this.#secret, this.#idHash)
+      hash64(idempotencyKey, source, this.#idHash)
       this.#store(this.#byIdempotencyKey, source, this.#idHash, expiresAt, record)
     }
   }

@@ -58,7 +58,7 @@ export function validateSignalFields(value: unknown, rules: SignalRules): FieldC
     return fail('invalid_source_id', 'source_id must equal the source id in the URL and X-Svc-Source-Id')
   }
   if (!isValidSignalId(signal_id)) {
-    return fail('invalid_signal_id', 'signal_id must be 8 to 128 characters of letters, digits, _, - or :')
+    return fail('invalid_signal_id', 'signal_id must be 8 to 128 characters of letters, digits, _, - and :')
   }
   const emittedAtMs = typeof ts === 'string' ? parseIsoUtc(ts) : undefined
   if (emittedAtMs === undefined) {

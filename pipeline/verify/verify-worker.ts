@@ -2,7 +2,7 @@ import { verifyEd25519 } from './ed25519.js'
 import type { VerifyBatch } from './verify-batch.js'
 
 /**
- * Verifies one batch inside a worker thread. The batch arrives as three flat buffers
+ * Verifies one batch inside a worker thread. The batch arrives as flat buffers
  * (moved, not copied) because per-message overhead between threads costs about as
  * much as one verification (DESIGN.md section 3).
  */

@@ -93,6 +93,7 @@ t.test('a renter token cannot register sources or read ingest errors', async (t)
   const a = await provision(gw)
   const renter = (await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject: 'r1' } })).body.data.token
   t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${a.sourceId}/ingest-errors`, { token: renter })).status, 403)
+  t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${a.sourceId}`, { token: renter })).status, 403)
   t.equal((await call(gw.url, 'POST', '/v1/byo/sources', { token: renter, body: { agent_id: a.agentId, manifest: MANIFEST } })).status, 403)
 })
 

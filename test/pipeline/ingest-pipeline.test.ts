@@ -33,7 +33,8 @@ class MemoryStore implements RegistryStore {
 async function setup(t: { teardown(fn: () => unknown): void }) {
   const dir = await mkdtemp(join(tmpdir(), 'sgw-pipeline-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
-  const log = await openJournal({ dir, fsync: 'always', dedupWindowMs: 3_600_000 })
+  // As the service opens it: the pipeline's own index is the only dedup window.
+  const log = await openJournal({ dir, fsync: 'always', dedupWindowMs: 0 })
   t.teardown(() => log.close())
   const registry = await Registry.open(new MemoryStore(), 'admin')
   const agent = await registry.createAgent({ agent_id: 'a', creator_id: 'c', slots: 1 })

@@ -61,3 +61,15 @@ t.test('new work is refused once the oldest queued request has waited longer tha
   await Promise.all(all)
   t.equal(pool.hasRoom(), true, 'room again once it drained')
 })
+
+t.test('a key or signature of the wrong length is refused, never cut to fit the batch', async (t) => {
+  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10, maxWaitMs: 60_000 })
+  t.teardown(() => pool.close())
+  const message = Buffer.from('m')
+  const signature = sign(null, message, privateKey)
+  pool.reserve()
+  t.equal(await pool.verify({ publicKey: raw, message, signature: Buffer.concat([signature, Buffer.from([0])]) }), false, 'valid signature plus a byte')
+  pool.reserve()
+  t.equal(await pool.verify({ publicKey: Buffer.concat([raw, Buffer.from([0])]), message, signature }), false, 'a 33-byte key')
+  t.equal(pool.pending, 0)
+})
