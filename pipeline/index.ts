@@ -1,6 +1,8 @@
 /** The pipeline's public entry: what the gateway and the process entry may use. */
 export type { AppendResult, FsyncPolicy, LogInfo, LogRecord, ReadStart, SignalLog } from './log.js'
-export { openJournal, LogError, isLogError } from './log-journal.js'
+export { openJournal } from './log-journal.js'
+export { LogError, isLogError } from './log-error.js'
+export type { LogErrorCode } from './log-error.js'
 export type { JournalOptions } from './log-journal.js'
 export { VerifyPool } from './verify/verify-pool.js'
 export type { VerifyPoolOptions } from './verify/verify-pool.js'

@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { replaceFileDurably, unlinkIfPresent } from './durable-fs.js'
 import { GroupCommit } from './group-commit.js'
-import { ioError, LogError } from './log-error.js'
+import { ioError, LogError } from '../log-error.js'
 
 const FILE = 'consumers.json'
 const FORMAT_VERSION = 1

@@ -4,7 +4,7 @@
  * misspelt `fsyncIntervalMS` cannot silently fall back to a default.
  */
 import type { FsyncPolicy } from '../log.js'
-import { LogError } from './log-error.js'
+import { LogError } from '../log-error.js'
 
 export interface JournalOptions {
   /** Folder the journal owns (created if missing). */

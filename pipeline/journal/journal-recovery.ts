@@ -15,7 +15,7 @@ import { mkdir, open, readdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { FileHandle } from 'node:fs/promises'
 import { syncDir, unlinkIfPresent } from './durable-fs.js'
-import { ioError, LogError } from './log-error.js'
+import { ioError, LogError } from '../log-error.js'
 import { indexSegment, parseSegmentFileName, scanRecords, Segment } from './segment-file.js'
 
 export interface DedupSeed {

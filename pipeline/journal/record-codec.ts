@@ -15,7 +15,7 @@
  * was torn but whose payload survived still fails validation.
  */
 import { crc32c } from './crc32c.js'
-import { LogError } from './log-error.js'
+import { LogError } from '../log-error.js'
 
 export const RECORD_MAGIC = 0x314a4c53
 export const HEADER_BYTES = 30

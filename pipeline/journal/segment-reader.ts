@@ -7,7 +7,7 @@
 import { open } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import type { LogRecord, ReadStart } from '../log.js'
-import { ioError, LogError } from './log-error.js'
+import { ioError, LogError } from '../log-error.js'
 import { indexSegment, prefixLength, scanRecords } from './segment-file.js'
 import type { IndexEntry, Segment } from './segment-file.js'
 

@@ -12,7 +12,7 @@ import { open } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import type { FsyncPolicy } from '../log.js'
 import { syncDir, unlinkIfPresent, writeFully } from './durable-fs.js'
-import { ioError, LogError } from './log-error.js'
+import { ioError, LogError } from '../log-error.js'
 import { Segment } from './segment-file.js'
 
 export interface PendingRecord {

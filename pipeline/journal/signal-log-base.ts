@@ -7,7 +7,7 @@
  * error type) so the JetStream adapter can extend it too.
  */
 import type { AppendResult, LogInfo, LogRecord, ReadStart, SignalLog } from '../log.js'
-import { LogError } from './log-error.js'
+import { LogError } from '../log-error.js'
 
 /** Consumer names end up in file names and NATS subjects: keep them to a safe set. */
 const CONSUMER_NAME = /^[A-Za-z0-9_-]{1,64}$/
