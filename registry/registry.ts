@@ -36,6 +36,7 @@ export class Registry {
   #sources = new Map<string, SourceRecord>()
   #keys = new Map<string, LiveKey>()
   #chain: Promise<unknown> = Promise.resolve()
+  readonly #inFlight = new Map<string, Promise<void>>()
 
   private constructor(store: RegistryStore, adminToken: string, now: () => number) {
     this.#store = store
@@ -173,10 +174,23 @@ export class Registry {
 
   /** Marks a source for review after sustained over-rate; idempotent. */
   flagSource(sourceId: string): Promise<void> {
-    return this.#mutate(() => {
+    return this.#once(`flag\n${sourceId}`, () => {
       const source = this.#sources.get(sourceId)
       if (source !== undefined && source.flagged_for_review_at === null) source.flagged_for_review_at = this.#iso()
     })
+  }
+
+  /**
+   * A change that many requests may ask for at once (flag a source, mark a key tested):
+   * callers that ask while it is in flight share it, so a flood of 429s or of test
+   * signals writes the registry file once, not once per request.
+   */
+  #once(what: string, change: () => void): Promise<void> {
+    const running = this.#inFlight.get(what)
+    if (running !== undefined) return running
+    const done = this.#mutate(change).finally(() => this.#inFlight.delete(what))
+    this.#inFlight.set(what, done)
+    return done
   }
 
   keysOf(sourceId: string): KeyRecord[] {
@@ -216,7 +230,7 @@ export class Registry {
 
   /** Records that a pending key signed a test signal that was accepted. */
   markTested(sourceId: string, keyId: string): Promise<void> {
-    return this.#mutate(() => {
+    return this.#once(`tested\n${keyId}`, () => {
       const key = this.key(sourceId, keyId)
       if (key !== undefined && key.record.tested_at === null) key.record.tested_at = this.#iso()
     })

@@ -84,3 +84,16 @@ t.test('a source holds at most 32 keys, revoked ones included', async (t) => {
   for (let i = 1; i < 32; i++) await registry.addKey(source.source_id, rawKey())
   await t.rejects(registry.addKey(source.source_id, rawKey()), { code: 'limit_exceeded' })
 })
+
+t.test('a thousand concurrent requests to flag a source write the registry once', async (t) => {
+  const { store, registry, source } = await setup()
+  let saves = 0
+  const save = store.save.bind(store)
+  store.save = async (s) => {
+    saves++
+    return save(s)
+  }
+  await Promise.all(Array.from({ length: 1000 }, () => registry.flagSource(source.source_id)))
+  t.equal(saves, 1)
+  t.type(registry.source(source.source_id)?.flagged_for_review_at, 'string')
+})
