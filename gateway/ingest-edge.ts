@@ -25,6 +25,8 @@ export interface IngestEdgeParts {
   readonly now: () => number
   readonly isDraining: () => boolean
   readonly track: (reply: Reply) => void
+  /** Refusals per code since the last summary line. */
+  readonly refusals: Map<string, number>
 }
 
 /** What is known of a request when it is refused, for the operator's ingest-error list. */
@@ -52,7 +54,11 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
       else logger.debug({ request_id: reply.requestId, code: error.code }, 'ingest shed')
       return
     }
-    logger.info({ request_id: reply.requestId, source_id: ctx.sourceId, code: error.code, status: error.status }, 'ingest refused')
+    // One line per refusal only at debug: at info, a flood of junk would become a flood of
+    // log lines. Operators get a count per code each minute (refusalCounts); creators get
+    // the full list through ingest-errors.
+    logger.debug({ request_id: reply.requestId, source_id: ctx.sourceId, code: error.code, status: error.status }, 'ingest refused')
+    parts.refusals.set(error.code, (parts.refusals.get(error.code) ?? 0) + 1)
     if (ctx.sourceKnown) {
       parts.errors.record(
         ctx.sourceId,

@@ -51,6 +51,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     }
   }
   const isDraining = () => draining
+  const refusals = new Map<string, number>()
+  const summary = setInterval(() => {
+    if (refusals.size === 0) return
+    options.logger.info({ refusals: Object.fromEntries(refusals) }, 'ingest refusals in the last minute')
+    refusals.clear()
+  }, 60_000).unref()
   const parts: JsonRoutesParts = { app, registry: options.registry, bodies, logger: options.logger, isDraining, track }
 
   app.post(
@@ -65,6 +71,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       now: Date.now,
       isDraining,
       track,
+      refusals,
     }),
   )
   registerAdminRoutes(parts)
@@ -103,6 +110,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           })
         }
         bodies.close()
+        clearInterval(summary)
       })()
       return drainPromise
     },

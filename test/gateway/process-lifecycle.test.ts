@@ -37,7 +37,7 @@ t.test('without ADMIN_TOKEN a token is generated into DATA_DIR/admin-token (mode
 })
 
 t.test('logs are structured JSON and carry the request id', async (t) => {
-  const gw = await startGateway(t)
+  const gw = await startGateway(t, { env: { LOG_LEVEL: 'debug' } })
   const src = await provision(gw)
   const res = await push(gw, src.sign(payload(src.sourceId, { severity: 'nope' })))
   await new Promise((r) => setTimeout(r, 200))
