@@ -4,7 +4,7 @@ import type { IngestErrorLog, IngestPipeline, SignedRequest, VerifyPool } from '
 import { isValidSignalId, parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
 import type { Registry } from '../registry/index.js'
 import { ApiError } from '../schemas/api-error.js'
-import { MAX_SKEW_MS } from '../schemas/signal.js'
+import { isWithinSkew } from '../schemas/signal.js'
 import type { BodyReader } from './http/body-reader.js'
 import { Reply } from './http/reply.js'
 import { nextRequestId } from './http/request-id.js'
@@ -109,7 +109,7 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     if (source === undefined || key === undefined) return refuse(reply, ctx, new ApiError('unknown_key', 'no such key for this source'))
     if (key.record.state === 'revoked') return refuse(reply, ctx, new ApiError('revoked_key', 'the signing key is revoked'))
 
-    if (Math.abs(receivedAtMs - requestTimeMs) > MAX_SKEW_MS) {
+    if (!isWithinSkew(receivedAtMs, requestTimeMs)) {
       return refuse(reply, ctx, new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock'))
     }
     const idempotencyKey = headers.idempotencyKey[0]

@@ -3,6 +3,9 @@ import Type from 'typebox'
 /** Spec 5.2 and 8: the request timestamp against the server clock, and the payload ts against the request timestamp, either way. */
 export const MAX_SKEW_MS = 300_000
 
+/** Whether two instants (ms) are within the 300 s skew of each other, either way, inclusive. */
+export const isWithinSkew = (a: number, b: number): boolean => Math.abs(a - b) <= MAX_SKEW_MS
+
 /**
  * The ingest request body, spec section 2.2 with the limits of section 8. This is the
  * published contract (the OpenAPI document is generated from it). The gateway

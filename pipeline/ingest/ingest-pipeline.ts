@@ -1,6 +1,6 @@
 import { ApiError } from '../../schemas/api-error.js'
 import type { Manifest } from '../../schemas/manifest.js'
-import { MAX_SKEW_MS } from '../../schemas/signal.js'
+import { isWithinSkew } from '../../schemas/signal.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
 import { isLogError } from '../log-error.js'
 import type { SignalLog } from '../log.js'
@@ -98,7 +98,7 @@ export class IngestPipeline {
     const now = this.#o.now()
     // Checked again at claim time: the nonce window covers a replay only while the
     // timestamp is within the skew, and a request may have waited since the edge.
-    if (Math.abs(now - req.requestTimeMs) > MAX_SKEW_MS) {
+    if (!isWithinSkew(now, req.requestTimeMs)) {
       throw new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock')
     }
     this.#claimNonce(req, now)

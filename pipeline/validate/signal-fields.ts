@@ -1,5 +1,5 @@
 import type { ErrorCode } from '../../schemas/api-error.js'
-import { MAX_SKEW_MS } from '../../schemas/signal.js'
+import { isWithinSkew, MAX_SKEW_MS } from '../../schemas/signal.js'
 import { parseIsoUtc } from './iso-timestamp.js'
 import { isValidToken } from './token-address.js'
 
@@ -64,7 +64,7 @@ export function validateSignalFields(value: unknown, rules: SignalRules): FieldC
   if (emittedAtMs === undefined) {
     return fail('invalid_timestamp', 'ts must be an ISO 8601 UTC timestamp such as 2025-01-31T12:00:00Z')
   }
-  if (Math.abs(emittedAtMs - rules.requestTimeMs) > MAX_TS_SKEW_MS) {
+  if (!isWithinSkew(emittedAtMs, rules.requestTimeMs)) {
     return fail('invalid_timestamp', `ts must be within ${MAX_TS_SKEW_MS / 1000} seconds of X-Svc-Timestamp`)
   }
   if (typeof token !== 'string' || !rules.chains.some((chain) => isValidToken(chain, token))) {

@@ -191,3 +191,8 @@ t.test('refused requests are listed, newest first, in the source ingest errors',
   const first = res.body.data[0]
   t.same(Object.keys(first).sort(), ['code', 'key_id', 'request_id', 'signal_id', 'status', 'time'])
 })
+
+t.test('the request skew is checked at the edge, before the signature: 301 s old with a bad signature is stale_timestamp', async () => {
+  const ts = new Date(Date.now() - 301_000).toISOString()
+  expectError(await push(gw, src.sign(payload(src.sourceId, { ts }), { timestamp: ts, key: generateCreatorKey() })), 401, 'stale_timestamp')
+})

@@ -1,0 +1,11 @@
+import t from 'tap'
+import { isWithinSkew, MAX_SKEW_MS } from '../../schemas/signal.js'
+
+t.test('the skew allowance is 300 seconds either way, inclusive, to the millisecond', async (t) => {
+  t.equal(MAX_SKEW_MS, 300_000)
+  const now = Date.UTC(2026, 0, 1)
+  t.equal(isWithinSkew(now, now - 300_000), true)
+  t.equal(isWithinSkew(now, now + 300_000), true)
+  t.equal(isWithinSkew(now, now - 300_001), false)
+  t.equal(isWithinSkew(now, now + 300_001), false)
+})
