@@ -89,11 +89,13 @@ const settle = () => new Promise((r) => setImmediate(r))
 
 t.test('a key revoked while its request waits for verification gets 401 revoked_key, and nothing is logged', async (t) => {
   const { registry, source, keyRecord, verifier, pipeline, request, log } = await setup(t)
-  const pending = pipeline.process(request())
+  const req = request()
+  const pending = pipeline.process(req)
   await settle()
   await registry.revokeKey(source.source_id, keyRecord.key_id)
   verifier.gates[0]!(true)
   await t.rejects(pending, { code: 'revoked_key' })
+  t.equal(req.nonceClaimed, false, 'refused right after verification, before the nonce is spent')
   t.equal(log.info().lastSeq, 0)
 })
 
