@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto'
+import { hash } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, SignedRequest, VerifyPool } from '../pipeline/index.js'
 import { isValidSignalId, parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
@@ -155,7 +155,7 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
           signature,
           idempotencyKey,
           body,
-          bodySha256: createHash('sha256').update(body).digest('hex'),
+          bodySha256: hash('sha256', body, 'hex'),
           json,
           nonceClaimed: false,
           signalId: null,

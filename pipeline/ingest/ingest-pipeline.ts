@@ -86,7 +86,7 @@ export class IngestPipeline {
   }
 
   async process(req: SignedRequest): Promise<AcceptedBody> {
-    const { source, key } = req
+    const { key } = req
     const message = Buffer.from(`${req.method}\n${req.path}\n${req.timestampHeader}\n${req.nonce}\n${req.bodySha256}`)
     const valid = await this.#o.pool.verify({ publicKey: key.publicKey, message, signature: req.signature }).catch((err: unknown) => {
       if (isPoolClosed(err)) throw new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
