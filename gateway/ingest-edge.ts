@@ -6,6 +6,7 @@ import type { Registry } from '../registry/index.js'
 import { ApiError } from '../schemas/api-error.js'
 import { isWithinSkew } from '../schemas/signal.js'
 import type { BodyReader } from './http/body-reader.js'
+import type { Metrics } from './metrics.js'
 import { Reply } from './http/reply.js'
 import { nextRequestId } from './http/request-id.js'
 import type { HttpRequest, HttpResponse } from './http/uws.js'
@@ -27,6 +28,7 @@ export interface IngestEdgeParts {
   readonly track: (reply: Reply) => void
   /** Refusals per code since the last summary line. */
   readonly refusals: Map<string, number>
+  readonly metrics: Metrics
 }
 
 /** What is known of a request when it is refused, for the operator's ingest-error list. */
@@ -48,6 +50,7 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
 
   const refuse = (reply: Reply, ctx: RefusalContext, error: ApiError, close = false) => {
     reply.fail(error, close)
+    parts.metrics.refused(error.code)
     if (error.status >= 500) {
       // Shedding and shutdown are expected under load; only a fault is worth an error line.
       if (error.code === 'internal_error') logger.error({ request_id: reply.requestId, err: error.cause ?? error }, 'ingest failed')
@@ -77,6 +80,7 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
 
   /** Sheds before any parsing: under overload the refusal itself must be the cheapest path. */
   const shed = (reply: Reply) => {
+    parts.metrics.refused(parts.isDraining() ? 'not_ready' : 'overloaded')
     reply.fail(new ApiError(parts.isDraining() ? 'not_ready' : 'overloaded', parts.isDraining() ? 'the gateway is shutting down; retry' : 'verification queue is full; retry', { retryAfter: 1 }), parts.isDraining())
   }
 
@@ -163,6 +167,7 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
         parts.pipeline.process(signed).then(
           (accepted) => {
             reply.send(202, accepted)
+            parts.metrics.accepted(parts.now() - receivedAtMs, accepted.deduplicated === true)
             logger.debug({ request_id: reply.requestId, source_id: urlSourceId, signal_id: accepted.signal_id }, 'ingest accepted')
           },
           (err: unknown) => {

@@ -7,12 +7,14 @@ import { registerAdminRoutes } from './control/admin-routes.js'
 import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
 import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
+import { bearerPrincipal } from './http/bearer.js'
 import { BodyReader } from './http/body-reader.js'
 import type { JsonRoutesParts } from './http/json-route.js'
 import { Reply } from './http/reply.js'
 import { nextRequestId } from './http/request-id.js'
 import { uws, type us_listen_socket } from './http/uws.js'
 import { ingestHandler } from './ingest-edge.js'
+import { Metrics } from './metrics.js'
 
 export interface GatewayOptions {
   readonly host: string
@@ -52,6 +54,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
   const isDraining = () => draining
   const refusals = new Map<string, number>()
+  const metrics = new Metrics()
   const summary = setInterval(() => {
     if (refusals.size === 0) return
     options.logger.info({ refusals: Object.fromEntries(refusals) }, 'ingest refusals in the last minute')
@@ -72,6 +75,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       isDraining,
       track,
       refusals,
+      metrics,
     }),
   )
   registerAdminRoutes(parts)
@@ -85,6 +89,23 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const reply = new Reply(res, nextRequestId())
     if (!draining && options.isReady()) reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending } })
     else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : 'starting', { retryAfter: 1 }))
+  })
+  app.get('/metrics', (res, req) => {
+    const reply = new Reply(res, nextRequestId())
+    const principal = bearerPrincipal(options.registry, req.getHeader('authorization'))
+    if (principal === undefined) return reply.fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'))
+    if (principal.role !== 'admin') return reply.fail(new ApiError('forbidden', 'this endpoint needs the admin token'))
+    reply.sendText(
+      200,
+      'text/plain; version=0.0.4',
+      metrics.render({
+        verifySlotsTaken: options.pool.pending,
+        liveNonces: options.pipeline.liveNonces,
+        dedupEntries: options.pipeline.dedupEntries,
+        journalLastSeq: options.pipeline.logLastSeq,
+        inFlightRequests: inFlight.size,
+      }),
+    )
   })
   app.get('/v1/openapi.json', (res) => new Reply(res, nextRequestId()).send(200, openApiDocument(baseUrl)))
   app.any('/v1/byo/sources/:source_id/signals', (res) => new Reply(res, nextRequestId()).fail(new ApiError('method_not_allowed', 'use POST'), true))

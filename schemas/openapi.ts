@@ -79,6 +79,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           responses: { '200': { description: 'refused requests, newest first, with next_cursor', ...ok({ type: 'array' }) }, ...errors(400, 401, 403, 404) },
         },
       },
+      '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format; admin token' }, ...errors(401, 403) } } },
       '/healthz': { get: { responses: { '200': { description: 'alive' } } } },
       '/readyz': { get: { responses: { '200': { description: 'ready' }, ...errors(503) } } },
     },

@@ -2,6 +2,7 @@ import type { Logger } from 'pino'
 import { parseStrictJson } from '../../pipeline/index.js'
 import type { Principal, Registry } from '../../registry/index.js'
 import { ApiError } from '../../schemas/api-error.js'
+import { bearerPrincipal } from './bearer.js'
 import type { BodyReader } from './body-reader.js'
 import { collectFramingHeaders, framingProblem } from './framing.js'
 import { Reply } from './reply.js'
@@ -77,8 +78,7 @@ export function jsonRoute(
     }
     if (parts.isDraining()) return fail(new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }), true)
 
-    const match = /^Bearer ([\x21-\x7e]{1,256})$/.exec(authorization)
-    const principal = match === null ? undefined : parts.registry.authenticate(match[1] as string)
+    const principal = bearerPrincipal(parts.registry, authorization)
     if (principal === undefined) return fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'), true)
     role = principal.role
     if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), true)

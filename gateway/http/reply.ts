@@ -63,6 +63,19 @@ export class Reply {
     this.#finish()
   }
 
+  /** A non-JSON body (the metrics page). */
+  sendText(status: number, contentType: string, text: string): void {
+    if (this.done || this.aborted) return
+    this.status = status
+    this.res.cork(() => {
+      this.res.writeStatus(STATUS_LINE[status] ?? `${status} Status`)
+      this.res.writeHeader('content-type', contentType)
+      this.res.writeHeader('x-request-id', this.requestId)
+      this.res.end(text)
+    })
+    this.#finish()
+  }
+
   /** Spec 2.4 error body, with Retry-After on 429 and 503 (RFC 6585). */
   fail(error: ApiError, close = false): void {
     const headers = error.retryAfter === undefined ? undefined : { 'retry-after': String(error.retryAfter) }

@@ -85,6 +85,15 @@ export class IngestPipeline {
     return this.#nonces.size
   }
 
+  get dedupEntries(): number {
+    return this.#dedup.size
+  }
+
+  /** Sequence of the last record in the signal log. */
+  get logLastSeq(): number {
+    return this.#o.log.info().lastSeq
+  }
+
   async process(req: SignedRequest): Promise<AcceptedBody> {
     const { key } = req
     const message = Buffer.from(`${req.method}\n${req.path}\n${req.timestampHeader}\n${req.nonce}\n${req.bodySha256}`)

@@ -147,3 +147,21 @@ t.test('the OpenAPI document lists every route, and each one it lists is served'
     }
   }
 })
+
+t.test('metrics: admin only, Prometheus text, counting accepts, refusals and accept latency without any ids', async (t) => {
+  const src = await provision(gw)
+  await push(gw, src.sign(payload(src.sourceId)))
+  await push(gw, src.sign(payload(src.sourceId, { severity: 'nope' })))
+  t.equal((await fetch(`${gw.url}/metrics`)).status, 401)
+  t.equal((await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${src.creatorToken}` } })).status, 403)
+  const res = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
+  t.equal(res.status, 200)
+  t.match(res.headers.get('content-type'), /^text\/plain/)
+  const text = await res.text()
+  const value = (line: string) => Number(text.split('\n').find((l) => l.startsWith(line))?.slice(line.length + 1))
+  t.ok(value('sgw_ingest_accepted_total{deduplicated="false"}') >= 2, 'accepts counted (test signals included)')
+  t.ok(value('sgw_ingest_refused_total{code="invalid_severity"}') >= 1)
+  t.equal(value('sgw_ingest_accept_latency_ms_count'), value('sgw_ingest_accepted_total{deduplicated="false"}') + value('sgw_ingest_accepted_total{deduplicated="true"}'))
+  t.ok(value('sgw_journal_last_seq') >= 2)
+  t.notOk(text.includes(src.sourceId), 'no source ids')
+})

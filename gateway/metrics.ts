@@ -1,0 +1,75 @@
+/**
+ * Process metrics in the Prometheus text format (`GET /metrics`, admin token).
+ * Aggregates only: no source, key or signal ids, so the page leaks no tenant.
+ */
+const LATENCY_BUCKETS_MS = [0.5, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 5000] as const
+
+export interface Gauges {
+  readonly verifySlotsTaken: number
+  readonly liveNonces: number
+  readonly dedupEntries: number
+  readonly journalLastSeq: number
+  readonly inFlightRequests: number
+}
+
+export class Metrics {
+  #accepted = 0
+  #deduplicated = 0
+  readonly #refused = new Map<string, number>()
+  readonly #buckets = new Float64Array(LATENCY_BUCKETS_MS.length)
+  #latencyCount = 0
+  #latencySumMs = 0
+
+  /** A 202, with the time from the request's arrival to the answer. */
+  accepted(latencyMs: number, deduplicated: boolean): void {
+    if (deduplicated) this.#deduplicated++
+    else this.#accepted++
+    this.#latencyCount++
+    this.#latencySumMs += latencyMs
+    for (let i = 0; i < LATENCY_BUCKETS_MS.length; i++) {
+      if (latencyMs <= (LATENCY_BUCKETS_MS[i] as number)) {
+        this.#buckets[i] = (this.#buckets[i] as number) + 1
+        break
+      }
+    }
+  }
+
+  refused(code: string): void {
+    this.#refused.set(code, (this.#refused.get(code) ?? 0) + 1)
+  }
+
+  render(g: Gauges): string {
+    const lines: string[] = [
+      '# HELP sgw_ingest_accepted_total Signals answered 202, first accepts and deduplicated retries.',
+      '# TYPE sgw_ingest_accepted_total counter',
+      `sgw_ingest_accepted_total{deduplicated="false"} ${this.#accepted}`,
+      `sgw_ingest_accepted_total{deduplicated="true"} ${this.#deduplicated}`,
+      '# HELP sgw_ingest_refused_total Ingest requests refused, by error code (shedding included).',
+      '# TYPE sgw_ingest_refused_total counter',
+      ...[...this.#refused].map(([code, n]) => `sgw_ingest_refused_total{code="${code}"} ${n}`),
+      '# HELP sgw_ingest_accept_latency_ms Arrival of the request head to the 202, in the gateway.',
+      '# TYPE sgw_ingest_accept_latency_ms histogram',
+    ]
+    let cumulative = 0
+    LATENCY_BUCKETS_MS.forEach((le, i) => {
+      cumulative += this.#buckets[i] as number
+      lines.push(`sgw_ingest_accept_latency_ms_bucket{le="${le}"} ${cumulative}`)
+    })
+    lines.push(
+      `sgw_ingest_accept_latency_ms_bucket{le="+Inf"} ${this.#latencyCount}`,
+      `sgw_ingest_accept_latency_ms_sum ${this.#latencySumMs}`,
+      `sgw_ingest_accept_latency_ms_count ${this.#latencyCount}`,
+      '# TYPE sgw_verify_slots_taken gauge',
+      `sgw_verify_slots_taken ${g.verifySlotsTaken}`,
+      '# TYPE sgw_live_nonces gauge',
+      `sgw_live_nonces ${g.liveNonces}`,
+      '# TYPE sgw_dedup_entries gauge',
+      `sgw_dedup_entries ${g.dedupEntries}`,
+      '# TYPE sgw_journal_last_seq gauge',
+      `sgw_journal_last_seq ${g.journalLastSeq}`,
+      '# TYPE sgw_http_requests_in_flight gauge',
+      `sgw_http_requests_in_flight ${g.inFlightRequests}`,
+    )
+    return `${lines.join('\n')}\n`
+  }
+}
