@@ -2,7 +2,7 @@
  * Process metrics in the Prometheus text format (`GET /metrics`, admin token).
  * Aggregates only: no source, key or signal ids, so the page leaks no tenant.
  */
-const LATENCY_BUCKETS_MS = [0.5, 1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 5000] as const
+const LATENCY_BUCKETS_MS = [0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 50, 100, 250, 500, 1000, 5000] as const
 
 export interface Gauges {
   readonly verifySlotsTaken: number

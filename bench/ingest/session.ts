@@ -8,6 +8,7 @@ import { ProcessSampler } from './process-sampler.js'
 import type { PhaseSpec } from './protocol.js'
 import { provisionSources } from './provision.js'
 import { figures, formatRate, phaseLines, type PhaseFigures } from './report.js'
+import { acceptLatencyBuckets, bucketQuantile } from './gateway-metrics.js'
 
 /** One gateway with its sources and a load generator, and the phases run against it. */
 
@@ -60,6 +61,7 @@ export async function withSession<T>(env: Record<string, string>, body: (s: Sess
       gw,
       sampler,
       async phase(spec) {
+        const bucketsBefore = await acceptLatencyBuckets(gw)
         let usage: ReturnType<ProcessSampler['endWindow']> | undefined
         let timer: NodeJS.Timeout | undefined
         const result = await started.phase(spec, () => {
@@ -70,6 +72,9 @@ export async function withSession<T>(env: Record<string, string>, body: (s: Sess
         clearTimeout(timer)
         const f = figures(result, usage ?? sampler.endWindow())
         for (const line of phaseLines(f)) print(line)
+        const bucketsAfter = await acceptLatencyBuckets(gw)
+        const bound = (q: number) => `≤ ${bucketQuantile(bucketsBefore, bucketsAfter, q)} ms`
+        print(`  inside the gateway (its /metrics histogram, arrival to 202): p50 ${bound(0.5)}, p99 ${bound(0.99)}, p99.9 ${bound(0.999)}`)
         return f
       },
     })

@@ -1,0 +1,29 @@
+import type { BenchGateway } from './gateway-process.js'
+
+/**
+ * The gateway's own accept-latency histogram (`GET /metrics`), read before and after a
+ * phase. It separates time spent inside the gateway from time in the kernel, the
+ * scheduler and the load generator, which the client-side latency includes.
+ */
+export type Buckets = ReadonlyArray<readonly [number, number]>
+
+export async function acceptLatencyBuckets(gw: BenchGateway): Promise<Buckets> {
+  const res = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
+  const text = await res.text()
+  const out: Array<[number, number]> = []
+  for (const m of text.matchAll(/^sgw_ingest_accept_latency_ms_bucket\{le="([^"]+)"\} (\d+)$/gm)) {
+    out.push([m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]), Number(m[2])])
+  }
+  return out
+}
+
+/** The smallest bucket bound holding fraction `q` of the accepts between two readings. */
+export function bucketQuantile(before: Buckets, after: Buckets, q: number): number {
+  const total = (after[after.length - 1]?.[1] ?? 0) - (before[before.length - 1]?.[1] ?? 0)
+  if (total <= 0) return Number.NaN
+  for (let i = 0; i < after.length; i++) {
+    const [le, count] = after[i] as readonly [number, number]
+    if (count - (before[i]?.[1] ?? 0) >= q * total) return le
+  }
+  return Number.POSITIVE_INFINITY
+}
