@@ -69,6 +69,9 @@ export class Metrics {
       `sgw_journal_last_seq ${g.journalLastSeq}`,
       '# TYPE sgw_http_requests_in_flight gauge',
       `sgw_http_requests_in_flight ${g.inFlightRequests}`,
+      '# HELP sgw_process_memory_bytes Resident set, JavaScript heap, and memory outside it (typed arrays, buffers).',
+      '# TYPE sgw_process_memory_bytes gauge',
+      ...Object.entries(process.memoryUsage()).map(([kind, bytes]) => `sgw_process_memory_bytes{kind="${kind}"} ${bytes}`),
     )
     return `${lines.join('\n')}\n`
   }

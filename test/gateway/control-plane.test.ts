@@ -163,5 +163,6 @@ t.test('metrics: admin only, Prometheus text, counting accepts, refusals and acc
   t.ok(value('sgw_ingest_refused_total{code="invalid_severity"}') >= 1)
   t.equal(value('sgw_ingest_accept_latency_ms_count'), value('sgw_ingest_accepted_total{deduplicated="false"}') + value('sgw_ingest_accepted_total{deduplicated="true"}'))
   t.ok(value('sgw_journal_last_seq') >= 2)
+  t.ok(value('sgw_process_memory_bytes{kind="rss"}') > 10_000_000, 'process memory is reported')
   t.notOk(text.includes(src.sourceId), 'no source ids')
 })
