@@ -1,5 +1,6 @@
-import { mkdir, open, readFile, rename } from 'node:fs/promises'
+import { mkdir, readFile } from 'node:fs/promises'
 import { join } from 'node:path'
+import { replaceFileDurably } from '../pipeline/index.js'
 import type { RegistrySnapshot } from './records.js'
 import type { RegistryStore } from './registry-store.js'
 
@@ -33,21 +34,7 @@ export class RegistryFile implements RegistryStore {
 
   async save(snapshot: RegistrySnapshot): Promise<void> {
     await mkdir(this.#dir, { recursive: true })
-    const tmp = `${this.#path}.tmp`
-    const file = await open(tmp, 'w', 0o600)
-    try {
-      await file.writeFile(JSON.stringify(snapshot))
-      await file.sync()
-    } finally {
-      await file.close()
-    }
-    await rename(tmp, this.#path)
-    // The rename is durable only once the folder entry is synced.
-    const dir = await open(this.#dir, 'r')
-    try {
-      await dir.sync()
-    } finally {
-      await dir.close()
-    }
+    // Mode 600: the file holds token hashes.
+    await replaceFileDurably(this.#path, this.#dir, Buffer.from(JSON.stringify(snapshot)), 0o600)
   }
 }

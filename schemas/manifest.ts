@@ -19,6 +19,9 @@ export const MaxRate = Type.Object(
   { additionalProperties: false },
 )
 
+/** Length of a `max_rate.per` period in milliseconds. */
+export const PERIOD_MS = { second: 1000, minute: 60_000, hour: 3_600_000 } as const
+
 /** Spec section 2.1: what kind of source it is, never how it decides. */
 export const Manifest = Type.Object(
   {

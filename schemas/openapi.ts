@@ -3,21 +3,7 @@ import { ERROR_STATUS, ErrorBody } from './api-error.js'
 import { CreateAgentRequest, CreateSourceRequest, CreateTokenRequest, RegisterKeyRequest } from './control.js'
 import { SignalAcceptedEvent } from './events.js'
 import { Listing, Manifest } from './manifest.js'
-import { SignalPayloadSchema } from './signal.js'
-
-/** Spec 2.3. */
-export const AcceptedBody = Type.Object(
-  {
-    ok: Type.Literal(true),
-    signal_id: Type.String(),
-    source_id: Type.String(),
-    status: Type.Literal('accepted'),
-    received_at: Type.String({ description: 'ISO 8601 UTC arrival time; the original one for a deduplicated accept' }),
-    test: Type.Optional(Type.Literal(true, { description: "present for a pending key's test signal" })),
-    deduplicated: Type.Optional(Type.Literal(true, { description: 'present when this was a retry of an accepted signal' })),
-  },
-  { additionalProperties: false },
-)
+import { AcceptedBody, SignalPayloadSchema } from './signal.js'
 
 const json = (schema: unknown) => ({ content: { 'application/json': { schema } } })
 const ok = (data: unknown) => json({ type: 'object', properties: { ok: { const: true }, data } })

@@ -56,3 +56,18 @@ export const SignalPayloadSchema = Type.Object(
   },
 )
 export type SignalPayloadSchema = Type.Static<typeof SignalPayloadSchema>
+
+/** Spec 2.3. */
+export const AcceptedBody = Type.Object(
+  {
+    ok: Type.Literal(true),
+    signal_id: Type.String(),
+    source_id: Type.String(),
+    status: Type.Literal('accepted'),
+    received_at: Type.String({ description: 'ISO 8601 UTC arrival time; the original one for a deduplicated accept' }),
+    test: Type.Optional(Type.Literal(true, { description: "present for a pending key's test signal" })),
+    deduplicated: Type.Optional(Type.Literal(true, { description: 'present when this was a retry of an accepted signal' })),
+  },
+  { additionalProperties: false },
+)
+export type AcceptedBody = Type.Static<typeof AcceptedBody>

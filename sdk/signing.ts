@@ -20,20 +20,19 @@ export interface CreatorKey {
 
 /** A fresh Ed25519 keypair. */
 export function generateCreatorKey(): CreatorKey {
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519')
-  const raw = publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
-  return { privateKey, publicKeyBase64: raw.toString('base64') }
+  const { privateKey } = generateKeyPairSync('ed25519')
+  return { privateKey, publicKeyBase64: rawPublicKey(privateKey).toString('base64') }
 }
 
 /** A keypair from a 32-byte seed (PKCS#8 wraps the seed behind a fixed prefix). */
 export function creatorKeyFromSeed(seed: Uint8Array): CreatorKey {
   const der = Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), seed])
   const privateKey = createPrivateKey({ key: der, format: 'der', type: 'pkcs8' })
-  const raw = createPublicKeyRaw(privateKey)
-  return { privateKey, publicKeyBase64: raw.toString('base64') }
+  return { privateKey, publicKeyBase64: rawPublicKey(privateKey).toString('base64') }
 }
 
-function createPublicKeyRaw(privateKey: KeyObject): Buffer {
+/** The 32 raw public-key bytes of an Ed25519 private key (the JWK's `x`). */
+function rawPublicKey(privateKey: KeyObject): Buffer {
   const jwk = privateKey.export({ format: 'jwk' })
   return Buffer.from(jwk.x as string, 'base64url')
 }

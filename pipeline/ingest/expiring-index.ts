@@ -57,7 +57,7 @@ export class ExpiringIndex {
    */
   find(hi: number, lo: number, now: number, accept?: (slot: number) => boolean): number {
     const mask = this.#table.length - 1
-    for (let cell = (hi ^ Math.imul(lo, 0x9e3779b1)) & mask; ; cell = (cell + 1) & mask) {
+    for (let cell = this.#home(hi, lo); ; cell = (cell + 1) & mask) {
       const ref = this.#table[cell] as number
       if (ref === 0) return -1
       const slot = ref - 1
@@ -91,9 +91,18 @@ export class ExpiringIndex {
     }
   }
 
+  /** The table cell where probing for a key starts. */
+  #home(hi: number, lo: number): number {
+    return (hi ^ Math.imul(lo, 0x9e3779b1)) & (this.#table.length - 1)
+  }
+
+  #homeOf(slot: number): number {
+    return this.#home(this.#keyHi[slot] as number, this.#keyLo[slot] as number)
+  }
+
   #place(slot: number): void {
     const mask = this.#table.length - 1
-    let cell = ((this.#keyHi[slot] as number) ^ Math.imul(this.#keyLo[slot] as number, 0x9e3779b1)) & mask
+    let cell = this.#homeOf(slot)
     while (this.#table[cell] !== 0) cell = (cell + 1) & mask
     this.#table[cell] = slot + 1
   }
@@ -102,7 +111,7 @@ export class ExpiringIndex {
   #unplace(slot: number): void {
     const table = this.#table
     const mask = table.length - 1
-    let cell = ((this.#keyHi[slot] as number) ^ Math.imul(this.#keyLo[slot] as number, 0x9e3779b1)) & mask
+    let cell = this.#homeOf(slot)
     while (table[cell] !== slot + 1) {
       if (table[cell] === 0) return
       cell = (cell + 1) & mask
@@ -110,7 +119,7 @@ export class ExpiringIndex {
     let hole = cell
     for (let next = (hole + 1) & mask; table[next] !== 0; next = (next + 1) & mask) {
       const other = (table[next] as number) - 1
-      const home = ((this.#keyHi[other] as number) ^ Math.imul(this.#keyLo[other] as number, 0x9e3779b1)) & mask
+      const home = this.#homeOf(other)
       // Move `other` into the hole unless its home lies cyclically in (hole, next].
       const inRange = hole <= next ? home > hole && home <= next : home > hole || home <= next
       if (!inRange) {

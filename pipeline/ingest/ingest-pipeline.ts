@@ -1,6 +1,6 @@
 import { ApiError } from '../../schemas/api-error.js'
-import type { Manifest } from '../../schemas/manifest.js'
-import { isWithinSkew } from '../../schemas/signal.js'
+import { PERIOD_MS, type Manifest } from '../../schemas/manifest.js'
+import { isWithinSkew, type AcceptedBody } from '../../schemas/signal.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
 import { isLogError } from '../log-error.js'
 import type { SignalLog } from '../log.js'
@@ -32,16 +32,6 @@ export interface SignedRequest {
   signalId: string | null
 }
 
-/** Spec section 2.3, plus `test` for a pending key's test signal and `deduplicated` for a replay. */
-export interface AcceptedBody {
-  readonly ok: true
-  readonly signal_id: string
-  readonly source_id: string
-  readonly status: 'accepted'
-  readonly received_at: string
-  readonly test?: true
-  readonly deduplicated?: true
-}
 
 export interface IngestPipelineOptions {
   readonly log: SignalLog
@@ -59,8 +49,6 @@ export interface IngestPipelineOptions {
   /** Something worth a log line that does not change the answer. */
   readonly onWarning: (message: string, err: unknown) => void
 }
-
-const PER_SECONDS = { second: 1, minute: 60, hour: 3600 } as const
 
 /**
  * Everything after the edge, in the order of spec 4.1: signature, nonce, signal_id
@@ -281,7 +269,7 @@ function assertNotRevoked(key: LiveKey): void {
  * never meets the bound.
  */
 export function nonceCap(maxRate: Manifest['max_rate'], windowMs: number): number {
-  const perWindow = (maxRate.rate / PER_SECONDS[maxRate.per]) * (windowMs / 1000)
+  const perWindow = (maxRate.rate / PERIOD_MS[maxRate.per]) * windowMs
   return Math.max(1000, Math.ceil(2 * perWindow + (maxRate.burst ?? maxRate.rate)))
 }
 

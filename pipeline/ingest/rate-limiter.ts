@@ -1,6 +1,4 @@
-import type { Manifest } from '../../schemas/manifest.js'
-
-const PER_MS = { second: 1000, minute: 60_000, hour: 3_600_000 } as const
+import { PERIOD_MS, type Manifest } from '../../schemas/manifest.js'
 
 interface Bucket {
   tokens: number
@@ -28,7 +26,7 @@ export class RateLimiter {
 
   take(sourceId: string, maxRate: Manifest['max_rate'], now: number): RateDecision {
     const capacity = maxRate.burst ?? maxRate.rate
-    const perMs = maxRate.rate / PER_MS[maxRate.per]
+    const perMs = maxRate.rate / PERIOD_MS[maxRate.per]
     let bucket = this.#buckets.get(sourceId)
     if (bucket === undefined) {
       bucket = { tokens: capacity, updatedAt: now, lastRefusedMinute: -2, refusedMinutesInARow: 0 }
@@ -48,7 +46,7 @@ export class RateLimiter {
     return {
       ok: false,
       // The epsilon keeps float noise (1 / (1 / 3 600 000)) from adding a whole second.
-      retryAfterS: Math.max(1, Math.ceil(((1 - bucket.tokens) * PER_MS[maxRate.per]) / maxRate.rate / 1000 - 1e-9)),
+      retryAfterS: Math.max(1, Math.ceil(((1 - bucket.tokens) * PERIOD_MS[maxRate.per]) / maxRate.rate / 1000 - 1e-9)),
       sustained: bucket.refusedMinutesInARow >= this.#flagAfterMinutes,
     }
   }

@@ -31,9 +31,9 @@ export async function writeFully(fh: FileHandle, buf: Uint8Array, position: numb
  * Replaces `path` atomically: a reader (or a restart) sees the old content or the new,
  * never a half-written file. Write a temporary, sync it, rename over, sync the folder.
  */
-export async function replaceFileDurably(path: string, dir: string, data: Uint8Array): Promise<void> {
+export async function replaceFileDurably(path: string, dir: string, data: Uint8Array, mode = 0o644): Promise<void> {
   const tmp = `${path}.tmp`
-  const fh = await open(tmp, 'w')
+  const fh = await open(tmp, 'w', mode)
   try {
     await writeFully(fh, data, 0)
     await fh.sync()
