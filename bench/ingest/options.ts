@@ -5,9 +5,10 @@ import type { PhaseSpec } from './protocol.js'
  * The benchmark's parameters, in one place: command line, phase lengths, connection
  * counts, how many requests to pre-sign, and the targets of the issue.
  *
- *   node dist/bench/ingest/run.js [--sweep] [--connections=N] [GATEWAY_VAR=value ...]
+ *   node dist/bench/ingest/run.js [--sweep] [--connections=N] [--cpu-prof=DIR] [GATEWAY_VAR=value ...]
  *
  * Arguments of the form NAME=value are passed to the gateway's environment.
+ * `--cpu-prof=DIR` makes the gateway write V8 CPU profiles of its threads into DIR.
  */
 
 export const CEILING_MS = 3_000
@@ -49,8 +50,11 @@ export const GATEWAY_ENV: Record<string, string> = Object.fromEntries(
 const connectionsArg = args.find((a) => a.startsWith('--connections='))
 export const CONNECTIONS = connectionsArg === undefined ? DEFAULT_CONNECTIONS : Number(connectionsArg.slice('--connections='.length))
 if (!Number.isInteger(CONNECTIONS) || CONNECTIONS < 1) throw new Error(`--connections must be a positive integer, got ${connectionsArg}`)
-const unknown = args.filter((a) => a !== '--sweep' && a !== connectionsArg && !/^[A-Z][A-Z0-9_]*=/.test(a))
-if (unknown.length > 0) throw new Error(`unknown arguments ${unknown.join(' ')}: use --sweep, --connections=N or GATEWAY_VAR=value`)
+const cpuProfArg = args.find((a) => a.startsWith('--cpu-prof='))
+/** Node flags of the gateway process: empty unless profiling was asked for. */
+export const GATEWAY_NODE_ARGS = cpuProfArg === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${cpuProfArg.slice('--cpu-prof='.length)}`]
+const unknown = args.filter((a) => a !== '--sweep' && a !== connectionsArg && a !== cpuProfArg && !/^[A-Z][A-Z0-9_]*=/.test(a))
+if (unknown.length > 0) throw new Error(`unknown arguments ${unknown.join(' ')}: use --sweep, --connections=N, --cpu-prof=DIR or GATEWAY_VAR=value`)
 
 export const closedSpec = (name: string, connections: number, durationMs: number, ratePerS: number): PhaseSpec => ({
   name,

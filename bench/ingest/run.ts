@@ -3,7 +3,7 @@
  * two processes on this machine; the single-core verify rate of sodium-native is
  * measured in the same run as the ceiling the accepted rate is compared with.
  *
- *   node dist/bench/ingest/run.js [--sweep] [--connections=N] [GATEWAY_VAR=value ...]
+ *   node dist/bench/ingest/run.js [--sweep] [--connections=N] [--cpu-prof=DIR] [GATEWAY_VAR=value ...]
  *
  * Without --sweep: warm-up, peak (closed loop), half peak (open loop, paced),
  * overload (2,000 connections); prints every phase, the targets, and last a line of

@@ -1,5 +1,11 @@
 import type { HttpResponse } from './uws.js'
 
+export interface BodyHandlers {
+  readonly onBody: (body: Buffer) => void
+  readonly onTimeout: () => void
+  readonly onTooLarge: () => void
+}
+
 interface Upload {
   readonly deadline: number
   readonly onTimeout: () => void
@@ -38,38 +44,40 @@ export class BodyReader {
    * returned function cancels the upload and drops what it holds: uWS calls nothing
    * more once a client is gone, so the caller cancels from its abort handler.
    */
-  read(res: HttpResponse, limit: number, handlers: { onBody: (body: Buffer) => void; onTimeout: () => void; onTooLarge: () => void }): () => void {
-    let chunks: Buffer[] = []
-    let size = 0
-    let finished = false
+  read(res: HttpResponse, limit: number, handlers: BodyHandlers): () => void {
+    // uWS may keep the onData callback until the connection's next request, so the
+    // callback reaches the upload only through `live`, which is emptied the moment the
+    // upload ends: the body and the request's whole state are then free to go at once,
+    // rather than outliving the request and being promoted to the old generation.
+    let live: { chunks: Buffer[]; size: number; handlers: BodyHandlers } | undefined = { chunks: [], size: 0, handlers }
     const upload: Upload = {
       deadline: Date.now() + this.#timeoutMs,
       onTimeout: () => {
-        if (finished) return
-        finished = true
-        handlers.onTimeout()
+        const state = live
+        live = undefined
+        state?.handlers.onTimeout()
       },
     }
     this.#uploads.add(upload)
     res.onData((chunk, isLast) => {
-      if (finished) return
-      size += chunk.byteLength
-      if (size > limit) {
-        finished = true
+      const state = live
+      if (state === undefined) return
+      state.size += chunk.byteLength
+      if (state.size > limit) {
+        live = undefined
         this.#uploads.delete(upload)
-        handlers.onTooLarge()
+        state.handlers.onTooLarge()
         return
       }
-      if (chunk.byteLength > 0) chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)))
+      if (chunk.byteLength > 0) state.chunks.push(Buffer.copyBytesFrom(new Uint8Array(chunk)))
       if (isLast) {
-        finished = true
+        live = undefined
         this.#uploads.delete(upload)
-        handlers.onBody(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size))
+        state.handlers.onBody(state.chunks.length === 1 ? (state.chunks[0] as Buffer) : Buffer.concat(state.chunks, state.size))
       }
     })
     return () => {
-      finished = true
-      chunks = []
+      live = undefined
       this.#uploads.delete(upload)
     }
   }

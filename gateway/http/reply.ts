@@ -45,7 +45,13 @@ export class Reply {
   #finish(): void {
     if (this.done) return
     this.done = true
-    this.onFinish?.()
+    const onFinish = this.onFinish
+    // uWS may hold the onAborted callback, and with it this object, until the
+    // connection's next request: drop the request's closures now so that what they
+    // captured dies young instead of being promoted to the old generation.
+    this.onFinish = undefined
+    this.onAbort = undefined
+    onFinish?.()
   }
 
   /** Sends a JSON body. `close` ends the connection, for when the request's body was not consumed. */

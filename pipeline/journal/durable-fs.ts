@@ -1,6 +1,7 @@
 /**
  * File-system steps whose order is what makes a change survive a power cut.
  */
+import { writeSync } from 'node:fs'
 import { open, rename, unlink } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 
@@ -22,6 +23,16 @@ export async function writeFully(fh: FileHandle, buf: Uint8Array, position: numb
   let done = 0
   while (done < buf.length) {
     const { bytesWritten } = await fh.write(buf, done, buf.length - done, position + done)
+    if (bytesWritten <= 0) throw new Error('write made no progress')
+    done += bytesWritten
+  }
+}
+
+/** `writeFully` on the calling thread, for writes small enough to beat a thread-pool round trip. */
+export function writeFullySync(fd: number, buf: Uint8Array, position: number): void {
+  let done = 0
+  while (done < buf.length) {
+    const bytesWritten = writeSync(fd, buf, done, buf.length - done, position + done)
     if (bytesWritten <= 0) throw new Error('write made no progress')
     done += bytesWritten
   }

@@ -11,7 +11,7 @@
 import { open } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import type { FsyncPolicy } from '../log.js'
-import { syncDir, unlinkIfPresent, writeFully } from './durable-fs.js'
+import { syncDir, unlinkIfPresent, writeFullySync } from './durable-fs.js'
 import { ioError, LogError } from '../log-error.js'
 import { Segment } from './segment-file.js'
 
@@ -108,7 +108,11 @@ export class SegmentWriter {
     // One write(2) for the whole group: the batch is what makes group commit pay off.
     const buf = group.length === 1 ? group[0]!.buf : Buffer.concat(group.map((r) => r.buf), bytes)
     await this.#guard('writing to the active segment', async () => {
-      await writeFully(this.#fh, buf, start)
+      // write(2) runs here, on the event loop, and only the fdatasync goes to the thread
+      // pool, as Redis does with its append-only file: copying a group of records into
+      // the page cache takes microseconds, less than the hop to a pool thread and back,
+      // and each hop is a wake-up that waits for a core on a busy machine.
+      writeFullySync(this.#fh.fd, buf, start)
       if (sync) {
         // fdatasync, not fsync: it still flushes the file size the new records need
         // in order to be read back, but skips the mtime update, one less metadata write.

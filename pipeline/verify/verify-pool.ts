@@ -26,6 +26,13 @@ interface Waiter {
   readonly reject: (err: unknown) => void
 }
 
+/**
+ * Batches handed to one worker at a time. With one, a worker that finishes a batch
+ * sits idle until the event loop has taken the results and sent the next batch; with
+ * two, the next batch is already in its message queue.
+ */
+const BATCHES_PER_WORKER = 2
+
 /** Thrown by `verify` once the pool is closing: the caller answers 503, not 500. */
 export class PoolClosedError extends Error {
   readonly code = 'pool_closed'
@@ -78,6 +85,7 @@ export class VerifyPool {
       filename: workerFile(),
       minThreads: this.#threads,
       maxThreads: this.#threads,
+      concurrentTasksPerWorker: BATCHES_PER_WORKER,
       // Batches are dispatched only when a worker is free, so piscina's own queue stays short.
       maxQueue: this.#threads * 4,
       idleTimeout: Number.POSITIVE_INFINITY,
@@ -143,8 +151,8 @@ export class VerifyPool {
    * leftovers wait for the next completion.
    */
   #dispatch(): void {
-    while (this.#waiting.length > 0 && this.#batchesInFlight < this.#threads) {
-      const free = this.#threads - this.#batchesInFlight
+    while (this.#waiting.length > 0 && this.#batchesInFlight < this.#threads * BATCHES_PER_WORKER) {
+      const free = this.#threads * BATCHES_PER_WORKER - this.#batchesInFlight
       const size = Math.min(this.#batchSize, Math.ceil(this.#waiting.length / free))
       this.#run(this.#waiting.splice(0, size))
     }

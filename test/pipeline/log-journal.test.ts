@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process'
-import { appendFile, mkdtemp, open as fsOpen, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
+import fs from 'node:fs'
+import { appendFile, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
+import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -309,17 +311,20 @@ t.test('a dedup id that is not well-formed Unicode is refused with invalid_argum
 
 t.test('after a failed write every append rejects with log_io until the journal is reopened', async (t) => {
   const { dir, open } = await journalDir(t)
-  // Fault injection at the file-handle level: every FileHandle shares one prototype.
-  const probe = await fsOpen(dir, 'r')
-  const proto = Object.getPrototypeOf(probe) as { write: (...args: unknown[]) => Promise<unknown> }
-  await probe.close()
-  const realWrite = proto.write
+  // Fault injection at write(2): the journal writes records with fs.writeSync, and
+  // syncBuiltinESMExports makes the replacement visible to its named import.
+  const realWrite = fs.writeSync
   let failNext = false
-  proto.write = function (this: unknown, ...args: unknown[]) {
-    if (failNext) return Promise.reject(Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' }))
-    return realWrite.apply(this, args)
+  const failingWrite = function (this: unknown, ...args: unknown[]): number {
+    if (failNext) throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
+    return (realWrite as (...a: unknown[]) => number).apply(this, args)
   }
-  t.teardown(() => { proto.write = realWrite })
+  fs.writeSync = failingWrite as typeof fs.writeSync
+  syncBuiltinESMExports()
+  t.teardown(() => {
+    fs.writeSync = realWrite
+    syncBuiltinESMExports()
+  })
   const log = await open()
   await appendN(log, 3)
   failNext = true
