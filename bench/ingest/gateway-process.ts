@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { loadConfig, type Config } from '../../config/index.js'
+import { NODE_FLAGS } from '../../config/node-flags.js'
 import { GATEWAY_NODE_ARGS } from './options.js'
 
 /**
@@ -80,7 +81,7 @@ export async function startGateway(env: Record<string, string> = {}): Promise<Be
   }
   // The gateway's own loader: the printed configuration is exactly what it will run with.
   const config = loadConfig(childEnv)
-  const proc = spawn(process.execPath, [...GATEWAY_NODE_ARGS, MAIN], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] })
+  const proc = spawn(process.execPath, [...NODE_FLAGS, ...GATEWAY_NODE_ARGS, MAIN], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] })
   const lines: string[] = []
   const keep = (chunk: Buffer) => {
     for (const line of chunk.toString('utf8').split('\n')) if (line !== '') lines.push(line)

@@ -4,6 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { NODE_FLAGS } from '../../config/node-flags.js'
 
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
 
@@ -32,7 +33,7 @@ export async function startGateway(t: Teardown, options: { dataDir?: string; env
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'sgw-test-')))
   if (options.dataDir === undefined) t.teardown(() => rm(dataDir, { recursive: true, force: true }))
   const adminToken = options.adminToken ?? `admin_${randomBytes(16).toString('hex')}`
-  const proc = spawn(process.execPath, [MAIN], {
+  const proc = spawn(process.execPath, [...NODE_FLAGS, MAIN], {
     env: { PATH: process.env['PATH'] ?? '', PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'info', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })

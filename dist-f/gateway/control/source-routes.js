@@ -1,0 +1,45 @@
+import { ApiError } from '../../schemas/api-error.js';
+import { checkCreateSource } from '../../schemas/control.js';
+import { checkManifest, Listing } from '../../schemas/manifest.js';
+import { compileCheck } from '../../schemas/schema-problem.js';
+import { jsonRoute } from '../http/json-route.js';
+import { ownedSource, parseBody, requireCreator } from './access.js';
+const checkListing = compileCheck(Listing, 'listing');
+export function sourceView(source, baseUrl) {
+    return {
+        source_id: source.source_id,
+        agent_id: source.agent_id,
+        creator_id: source.creator_id,
+        manifest: source.manifest,
+        listing: source.listing,
+        created_at: source.created_at,
+        ingest_endpoint: `${baseUrl}/v1/byo/sources/${source.source_id}/signals`,
+        flagged_for_review: source.flagged_for_review_at !== null,
+        flagged_for_review_at: source.flagged_for_review_at,
+    };
+}
+/** Registration steps 3 and 4 of spec section 1: submit a manifest, get an endpoint and a source id. */
+export function registerSourceRoutes(parts, baseUrl) {
+    const { registry } = parts;
+    jsonRoute(parts, 'post', '/v1/byo/sources', { access: 'any' }, async ({ principal, body }) => {
+        requireCreator(principal);
+        const input = parseBody(checkCreateSource, body);
+        const agent = registry.agent(input.agent_id);
+        if (agent === undefined || (principal.role !== 'admin' && agent.creator_id !== principal.subject)) {
+            throw new ApiError('not_found', 'no such agent');
+        }
+        const manifest = checkManifest(input.manifest);
+        if (!manifest.ok)
+            throw new ApiError('invalid_manifest', manifest.problem);
+        const listing = checkListing(input.listing ?? { public_receipts: false });
+        if (!listing.ok)
+            throw new ApiError('invalid_request', listing.problem);
+        const source = await registry.createSource({ agent, manifest: manifest.value, listing: listing.value });
+        return { status: 201, data: sourceView(source, baseUrl()) };
+    });
+    jsonRoute(parts, 'get', '/v1/byo/sources/:source_id', { access: 'any' }, ({ principal, params }) => {
+        requireCreator(principal);
+        return { status: 200, data: sourceView(ownedSource(registry, principal, params[0]), baseUrl()) };
+    });
+}
+//# sourceMappingURL=source-routes.js.map

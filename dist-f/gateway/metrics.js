@@ -1,0 +1,52 @@
+/**
+ * Process metrics in the Prometheus text format (`GET /metrics`, admin token).
+ * Aggregates only: no source, key or signal ids, so the page leaks no tenant.
+ */
+const LATENCY_BUCKETS_MS = [0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 50, 100, 250, 500, 1000, 5000];
+export class Metrics {
+    #accepted = 0;
+    #deduplicated = 0;
+    #refused = new Map();
+    #buckets = new Float64Array(LATENCY_BUCKETS_MS.length);
+    #latencyCount = 0;
+    #latencySumMs = 0;
+    /** A 202, with the time from the request's arrival to the answer. */
+    accepted(latencyMs, deduplicated) {
+        if (deduplicated)
+            this.#deduplicated++;
+        else
+            this.#accepted++;
+        this.#latencyCount++;
+        this.#latencySumMs += latencyMs;
+        for (let i = 0; i < LATENCY_BUCKETS_MS.length; i++) {
+            if (latencyMs <= LATENCY_BUCKETS_MS[i]) {
+                this.#buckets[i] = this.#buckets[i] + 1;
+                break;
+            }
+        }
+    }
+    refused(code) {
+        this.#refused.set(code, (this.#refused.get(code) ?? 0) + 1);
+    }
+    render(g) {
+        const lines = [
+            '# HELP sgw_ingest_accepted_total Signals answered 202, first accepts and deduplicated retries.',
+            '# TYPE sgw_ingest_accepted_total counter',
+            `sgw_ingest_accepted_total{deduplicated="false"} ${this.#accepted}`,
+            `sgw_ingest_accepted_total{deduplicated="true"} ${this.#deduplicated}`,
+            '# HELP sgw_ingest_refused_total Ingest requests refused, by error code (shedding included).',
+            '# TYPE sgw_ingest_refused_total counter',
+            ...[...this.#refused].map(([code, n]) => `sgw_ingest_refused_total{code="${code}"} ${n}`),
+            '# HELP sgw_ingest_accept_latency_ms Arrival of the request head to the 202, in the gateway.',
+            '# TYPE sgw_ingest_accept_latency_ms histogram',
+        ];
+        let cumulative = 0;
+        LATENCY_BUCKETS_MS.forEach((le, i) => {
+            cumulative += this.#buckets[i];
+            lines.push(`sgw_ingest_accept_latency_ms_bucket{le="${le}"} ${cumulative}`);
+        });
+        lines.push(`sgw_ingest_accept_latency_ms_bucket{le="+Inf"} ${this.#latencyCount}`, `sgw_ingest_accept_latency_ms_sum ${this.#latencySumMs}`, `sgw_ingest_accept_latency_ms_count ${this.#latencyCount}`, '# TYPE sgw_verify_slots_taken gauge', `sgw_verify_slots_taken ${g.verifySlotsTaken}`, '# TYPE sgw_live_nonces gauge', `sgw_live_nonces ${g.liveNonces}`, '# TYPE sgw_dedup_entries gauge', `sgw_dedup_entries ${g.dedupEntries}`, '# TYPE sgw_journal_last_seq gauge', `sgw_journal_last_seq ${g.journalLastSeq}`, '# TYPE sgw_http_requests_in_flight gauge', `sgw_http_requests_in_flight ${g.inFlightRequests}`, '# HELP sgw_process_memory_bytes Resident set, JavaScript heap, and memory outside it (typed arrays, buffers).', '# TYPE sgw_process_memory_bytes gauge', ...Object.entries(process.memoryUsage()).map(([kind, bytes]) => `sgw_process_memory_bytes{kind="${kind}"} ${bytes}`));
+        return `${lines.join('\n')}\n`;
+    }
+}
+//# sourceMappingURL=metrics.js.map

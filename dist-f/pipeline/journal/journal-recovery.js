@@ -1,0 +1,186 @@
+/**
+ * Opening the journal: find the segments, repair a torn tail, and collect the dedup
+ * ids still inside the window.
+ *
+ * Only the last segment can be torn: the writer syncs a segment before it creates the
+ * next one, so earlier segments are complete. A crash mid-write leaves the last
+ * segment with a partial or garbled final batch; everything before the first record
+ * that fails its length, magic, checksum or seq check was written by earlier batches.
+ * Under fsync 'always' an append resolves only after its batch is synced and batches
+ * are written in order, so every acknowledged record lies before that point and
+ * truncating there never drops one. Truncating (rather than skipping the bad bytes)
+ * matters: new appends must not land after garbage that a later scan would stop at.
+ */
+import { mkdir, open, readdir } from 'node:fs/promises';
+import { dirname } from 'node:path';
+import { syncDir, unlinkIfPresent } from './durable-fs.js';
+import { ioError, LogError } from '../log-error.js';
+import { indexSegment, parseSegmentFileName, scanRecords, Segment } from './segment-file.js';
+export async function recoverJournal(opts) {
+    const { dir } = opts;
+    const segments = await listSegments(opts);
+    if (segments.length === 0)
+        segments.push(await createFirstSegment(dir));
+    for (let i = 0; i < segments.length - 1; i++) {
+        await loadSealed(segments[i], segments[i + 1].firstSeq - 1);
+    }
+    const active = segments[segments.length - 1];
+    const inWindow = (time) => opts.dedupWindowMs > 0 && opts.now - time < opts.dedupWindowMs;
+    const tailSeeds = [];
+    const { handle, truncated } = await recoverTail(active, (id, seq, time) => {
+        if (id !== '' && inWindow(time))
+            tailSeeds.push({ id, seq, time });
+    });
+    try {
+        const seeds = [tailSeeds];
+        // Walk back only while a segment can still hold ids inside the window: times never
+        // decrease, so the next segment's first time bounds this segment's last time.
+        for (let i = segments.length - 2; i >= 0 && opts.dedupWindowMs > 0; i--) {
+            const next = segments[i + 1];
+            if (!next.empty && !inWindow(next.firstTime))
+                break;
+            const found = [];
+            await indexSealed(segments[i], (r) => {
+                if (r.dedupId !== '' && inWindow(r.time))
+                    found.push({ id: r.dedupId, seq: r.seq, time: r.time });
+            });
+            seeds.unshift(found);
+        }
+        // An empty active segment (a crash right after a roll) says nothing about the
+        // newest time, which new records must not go below.
+        const prev = segments[segments.length - 2];
+        if (active.empty && prev !== undefined && prev.index === undefined)
+            await indexSealed(prev);
+        const newest = active.empty ? prev : active;
+        return {
+            segments,
+            activeHandle: handle,
+            lastTime: newest === undefined || Number.isNaN(newest.lastTime) ? 0 : newest.lastTime,
+            dedup: seeds.flat(),
+            ...(truncated === undefined ? {} : { truncated }),
+        };
+    }
+    catch (err) {
+        await handle.close().catch(() => undefined);
+        throw err;
+    }
+}
+async function listSegments(opts) {
+    let names;
+    try {
+        const made = await mkdir(opts.dir, { recursive: true });
+        // A folder just created must itself survive a power cut before files inside it count.
+        if (made !== undefined)
+            await syncDir(dirname(opts.dir));
+        names = await readdir(opts.dir);
+    }
+    catch (err) {
+        throw ioError(`opening the journal folder ${opts.dir}`, err);
+    }
+    const seqs = names.map(parseSegmentFileName).filter((s) => s !== undefined);
+    seqs.sort((a, b) => a - b);
+    // Retention applies at open too: the files a crash kept from being deleted go now.
+    const excess = seqs.length - opts.maxSegments;
+    const kept = excess > 0 ? seqs.slice(excess) : seqs;
+    if (excess > 0) {
+        for (const seq of seqs.slice(0, excess)) {
+            await unlinkIfPresent(new Segment(opts.dir, seq).path).catch(() => undefined);
+        }
+    }
+    return kept.map((seq) => new Segment(opts.dir, seq));
+}
+async function createFirstSegment(dir) {
+    const seg = new Segment(dir, 1);
+    try {
+        const fh = await open(seg.path, 'wx');
+        await fh.close();
+        await syncDir(dir);
+    }
+    catch (err) {
+        throw ioError(`creating ${seg.path}`, err);
+    }
+    return seg;
+}
+/** A sealed segment: learn its size and first time; its last seq follows from the next name. */
+async function loadSealed(seg, lastSeq) {
+    await withHandle(seg, 'r', async (fh) => {
+        seg.size = (await fh.stat()).size;
+        seg.lastSeq = lastSeq;
+        const res = await scanRecords(fh, {
+            from: 0,
+            to: seg.size,
+            expectSeq: seg.firstSeq,
+            copyData: false,
+            // Only the first record is wanted: do not read a megabyte of each segment for it.
+            chunkBytes: 4096,
+            visit: (r) => {
+                seg.firstTime = r.time;
+                return false;
+            },
+        });
+        if (!res.stopped || lastSeq < seg.firstSeq) {
+            throw new LogError('log_corrupt', `${seg.path}: sealed segment has no valid first record (${res.problem ?? 'empty'})`);
+        }
+    });
+}
+async function indexSealed(seg, visit) {
+    await withHandle(seg, 'r', async (fh) => {
+        const res = await indexSegment(fh, seg, visit);
+        if (res.problem !== undefined) {
+            throw new LogError('log_corrupt', `${seg.path} at byte ${res.end}: ${res.problem}`);
+        }
+    });
+}
+/** Scans the last segment, cutting it at the first bad record. Returns it open for appends. */
+async function recoverTail(seg, visit) {
+    let fh;
+    try {
+        fh = await open(seg.path, 'r+');
+    }
+    catch (err) {
+        throw ioError(`opening ${seg.path}`, err);
+    }
+    try {
+        const fileSize = (await fh.stat()).size;
+        seg.beginIndex();
+        const res = await scanRecords(fh, {
+            from: 0,
+            to: fileSize,
+            expectSeq: seg.firstSeq,
+            copyData: false,
+            visit: (r, offset, size) => {
+                seg.noteRecord(r.seq, r.time, offset, size);
+                visit(r.dedupId, r.seq, r.time);
+            },
+        });
+        if (res.end === fileSize)
+            return { handle: fh };
+        await fh.truncate(res.end);
+        // The cut must be on disk before new records are written after it.
+        await fh.datasync();
+        return { handle: fh, truncated: { path: seg.path, offset: res.end, problem: res.problem ?? 'trailing bytes' } };
+    }
+    catch (err) {
+        await fh.close().catch(() => undefined);
+        throw ioError(`recovering ${seg.path}`, err);
+    }
+}
+async function withHandle(seg, flags, op) {
+    let fh;
+    try {
+        fh = await open(seg.path, flags);
+    }
+    catch (err) {
+        throw ioError(`opening ${seg.path}`, err);
+    }
+    try {
+        await op(fh);
+    }
+    catch (err) {
+        throw ioError(`reading ${seg.path}`, err);
+    }
+    finally {
+        await fh.close().catch(() => undefined);
+    }
+}
+//# sourceMappingURL=journal-recovery.js.map

@@ -1,0 +1,265 @@
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { ApiError } from '../schemas/api-error.js';
+/** Bounds on what the registry holds: tokens and agents in all, slots per agent, keys per source. */
+export const REGISTRY_LIMITS = {
+    tokens: 100_000,
+    agents: 100_000,
+    slotsPerAgent: 1000,
+    keysPerSource: 32,
+};
+const sha256Hex = (s) => createHash('sha256').update(s).digest('hex');
+const newId = (prefix) => `${prefix}_${randomBytes(12).toString('base64url')}`;
+/**
+ * Control-plane state: tokens, agents, sources and keys. Reads are synchronous
+ * map look-ups (the ingest hot path asks for a key on every request); every change
+ * is persisted through the store before the promise resolves, one at a time, so the
+ * file never lags what a client was told.
+ */
+export class Registry {
+    #store;
+    #adminHash;
+    #now;
+    #tokens = new Map();
+    #agents = new Map();
+    #sources = new Map();
+    #keys = new Map();
+    #chain = Promise.resolve();
+    #inFlight = new Map();
+    constructor(store, adminToken, now) {
+        this.#store = store;
+        this.#adminHash = createHash('sha256').update(adminToken).digest();
+        this.#now = now;
+    }
+    static async open(store, adminToken, now = Date.now) {
+        const registry = new Registry(store, adminToken, now);
+        const snapshot = await store.load();
+        if (snapshot !== undefined)
+            registry.#apply(snapshot);
+        return registry;
+    }
+    /**
+     * Makes memory equal `snapshot`. Source and key objects keep their identity (their
+     * fields are overwritten in place), because requests in flight hold them and must
+     * see a revocation that lands while they wait.
+     */
+    #apply(snapshot) {
+        this.#tokens = new Map(snapshot.tokens.map((t) => [t.sha256, t]));
+        this.#agents = new Map(snapshot.agents.map((a) => [a.agent_id, a]));
+        const sources = new Map();
+        for (const s of snapshot.sources)
+            sources.set(s.source_id, Object.assign(this.#sources.get(s.source_id) ?? s, s));
+        this.#sources = sources;
+        const keys = new Map();
+        for (const k of snapshot.keys) {
+            const live = this.#keys.get(k.key_id);
+            if (live !== undefined)
+                Object.assign(live.record, k);
+            keys.set(k.key_id, live ?? { record: k, publicKey: Buffer.from(k.public_key, 'base64url') });
+        }
+        this.#keys = keys;
+    }
+    #snapshot() {
+        return {
+            version: 1,
+            tokens: [...this.#tokens.values()],
+            agents: [...this.#agents.values()],
+            sources: [...this.#sources.values()],
+            keys: [...this.#keys.values()].map((k) => k.record),
+        };
+    }
+    /**
+     * Runs one change at a time and persists it before resolving. If the write fails
+     * the in-memory state is rolled back to a deep copy taken before the change, so
+     * memory never claims what disk does not hold.
+     */
+    #mutate(change) {
+        const run = async () => {
+            const before = structuredClone(this.#snapshot());
+            const result = change();
+            try {
+                await this.#store.save(this.#snapshot());
+            }
+            catch (err) {
+                this.#apply(before);
+                throw err;
+            }
+            return result;
+        };
+        const next = this.#chain.then(run, run);
+        this.#chain = next.catch(() => undefined);
+        return next;
+    }
+    #iso() {
+        return new Date(this.#now()).toISOString();
+    }
+    /**
+     * Maps a bearer token to its principal. The admin token is compared in constant
+     * time; other tokens are found by their SHA-256, so a timing difference in the map
+     * look-up can only reveal bits of a hash, never of a token.
+     */
+    authenticate(token) {
+        if (token.length === 0 || token.length > 256)
+            return undefined;
+        const digest = createHash('sha256').update(token).digest();
+        if (timingSafeEqual(digest, this.#adminHash))
+            return { role: 'admin', subject: 'admin' };
+        const record = this.#tokens.get(digest.toString('hex'));
+        return record === undefined ? undefined : { role: record.role, subject: record.subject };
+    }
+    createToken(role, subject) {
+        return this.#mutate(() => {
+            if (this.#tokens.size >= REGISTRY_LIMITS.tokens)
+                throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.tokens} tokens`);
+            const token = `sgw_${randomBytes(32).toString('base64url')}`;
+            const record = { token_id: newId('tok'), sha256: sha256Hex(token), role, subject, created_at: this.#iso() };
+            this.#tokens.set(record.sha256, record);
+            return { token, record };
+        });
+    }
+    createAgent(input) {
+        return this.#mutate(() => {
+            if (this.#agents.has(input.agent_id))
+                throw new ApiError('already_exists', `agent ${input.agent_id} already exists`);
+            if (this.#agents.size >= REGISTRY_LIMITS.agents)
+                throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.agents} agents`);
+            const agent = { ...input, created_at: this.#iso() };
+            this.#agents.set(agent.agent_id, agent);
+            return agent;
+        });
+    }
+    agent(agentId) {
+        return this.#agents.get(agentId);
+    }
+    sourcesOfAgent(agentId) {
+        return [...this.#sources.values()].filter((s) => s.agent_id === agentId);
+    }
+    /** Registers a source on one of the agent's open slots. */
+    createSource(input) {
+        return this.#mutate(() => {
+            if (this.sourcesOfAgent(input.agent.agent_id).length >= input.agent.slots) {
+                throw new ApiError('no_open_slot', `agent ${input.agent.agent_id} has no open slot`);
+            }
+            const source = {
+                source_id: newId('src'),
+                agent_id: input.agent.agent_id,
+                creator_id: input.agent.creator_id,
+                manifest: input.manifest,
+                listing: input.listing,
+                created_at: this.#iso(),
+                flagged_for_review_at: null,
+            };
+            this.#sources.set(source.source_id, source);
+            return source;
+        });
+    }
+    source(sourceId) {
+        return this.#sources.get(sourceId);
+    }
+    /** Marks a source for review after sustained over-rate; idempotent. */
+    flagSource(sourceId) {
+        return this.#once(`flag\n${sourceId}`, () => {
+            const source = this.#sources.get(sourceId);
+            if (source !== undefined && source.flagged_for_review_at === null)
+                source.flagged_for_review_at = this.#iso();
+        });
+    }
+    /**
+     * A change that many requests may ask for at once (flag a source, mark a key tested):
+     * callers that ask while it is in flight share it, so a flood of 429s or of test
+     * signals writes the registry file once, not once per request.
+     */
+    #once(what, change) {
+        const running = this.#inFlight.get(what);
+        if (running !== undefined)
+            return running;
+        const done = this.#mutate(change).finally(() => this.#inFlight.delete(what));
+        this.#inFlight.set(what, done);
+        return done;
+    }
+    keysOf(sourceId) {
+        return [...this.#keys.values()].filter((k) => k.record.source_id === sourceId).map((k) => k.record);
+    }
+    /** The key `keyId` if it belongs to `sourceId`; a key of another source is unknown here. */
+    key(sourceId, keyId) {
+        const key = this.#keys.get(keyId);
+        return key !== undefined && key.record.source_id === sourceId ? key : undefined;
+    }
+    /** Spec 3.1: every new key starts pending. */
+    addKey(sourceId, publicKey) {
+        return this.#mutate(() => {
+            const encoded = Buffer.from(publicKey).toString('base64url');
+            const existing = this.keysOf(sourceId);
+            if (existing.length >= REGISTRY_LIMITS.keysPerSource) {
+                throw new ApiError('limit_exceeded', `a source holds at most ${REGISTRY_LIMITS.keysPerSource} keys, revoked ones included`);
+            }
+            if (existing.some((k) => k.public_key === encoded))
+                throw new ApiError('key_exists', 'this public key is already registered for the source');
+            const record = {
+                key_id: newId('key'),
+                source_id: sourceId,
+                state: 'pending',
+                public_key: encoded,
+                created_at: this.#iso(),
+                tested_at: null,
+                promoted_at: null,
+                grace_at: null,
+                revoked_at: null,
+            };
+            this.#keys.set(record.key_id, { record, publicKey: Buffer.from(publicKey) });
+            return record;
+        });
+    }
+    /** Records that a pending key signed a test signal that was accepted. */
+    markTested(sourceId, keyId) {
+        return this.#once(`tested\n${keyId}`, () => {
+            const key = this.key(sourceId, keyId);
+            if (key !== undefined && key.record.tested_at === null)
+                key.record.tested_at = this.#iso();
+        });
+    }
+    /**
+     * pending → active, once a test signal passed (spec 3.1). The previous active key
+     * moves to grace, where it still verifies until revoked (the rotation overlap).
+     */
+    promoteKey(sourceId, keyId) {
+        return this.#mutate(() => {
+            const key = this.#required(sourceId, keyId);
+            if (key.state !== 'pending')
+                throw new ApiError('invalid_key_state', `only a pending key can be promoted; this key is ${key.state}`);
+            if (key.tested_at === null)
+                throw new ApiError('key_not_tested', 'send a test signal signed with this key before promoting it');
+            const now = this.#iso();
+            for (const other of this.keysOf(sourceId)) {
+                if (other.state === 'active') {
+                    other.state = 'grace';
+                    other.grace_at = now;
+                }
+            }
+            key.state = 'active';
+            key.promoted_at = now;
+            return key;
+        });
+    }
+    /** Any state → revoked; forward-only and immediate: requests already waiting for verification or the log see it too. */
+    revokeKey(sourceId, keyId) {
+        return this.#mutate(() => {
+            const key = this.#required(sourceId, keyId);
+            if (key.state !== 'revoked') {
+                key.state = 'revoked';
+                key.revoked_at = this.#iso();
+            }
+            return key;
+        });
+    }
+    #required(sourceId, keyId) {
+        const key = this.key(sourceId, keyId);
+        if (key === undefined)
+            throw new ApiError('not_found', 'no such key for this source');
+        return key.record;
+    }
+    /** Waits for changes in flight. */
+    async settle() {
+        await this.#chain;
+    }
+}
+//# sourceMappingURL=registry.js.map

@@ -1,0 +1,14 @@
+import Type from 'typebox';
+import { compileCheck } from './schema-problem.js';
+/** Ids chosen by clients (agent ids, creator and renter subjects). */
+const ClientId = Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9_:.-]+$' });
+export const CreateTokenRequest = Type.Object({ role: Type.Union([Type.Literal('creator'), Type.Literal('renter')]), subject: ClientId }, { additionalProperties: false });
+export const CreateAgentRequest = Type.Object({ agent_id: ClientId, creator_id: ClientId, slots: Type.Integer({ minimum: 1, maximum: 1000 }) }, { additionalProperties: false });
+/** The manifest and listing are checked by their own schemas, so a bad manifest gets invalid_manifest. */
+export const CreateSourceRequest = Type.Object({ agent_id: ClientId, manifest: Type.Unknown(), listing: Type.Optional(Type.Unknown()) }, { additionalProperties: false });
+export const RegisterKeyRequest = Type.Object({ public_key: Type.String({ minLength: 1, maxLength: 1024, description: 'base64 or base64url of the 32 raw bytes, or a PEM SPKI block' }) }, { additionalProperties: false });
+export const checkCreateToken = compileCheck(CreateTokenRequest, 'body');
+export const checkCreateAgent = compileCheck(CreateAgentRequest, 'body');
+export const checkCreateSource = compileCheck(CreateSourceRequest, 'body');
+export const checkRegisterKey = compileCheck(RegisterKeyRequest, 'body');
+//# sourceMappingURL=control.js.map

@@ -1,0 +1,69 @@
+import { ERROR_STATUS, ErrorBody } from './api-error.js';
+import { CreateAgentRequest, CreateSourceRequest, CreateTokenRequest, RegisterKeyRequest } from './control.js';
+import { SignalAcceptedEvent } from './events.js';
+import { Listing, Manifest } from './manifest.js';
+import { AcceptedBody, SignalPayloadSchema } from './signal.js';
+const json = (schema) => ({ content: { 'application/json': { schema } } });
+const ok = (data) => json({ type: 'object', properties: { ok: { const: true }, data } });
+const errors = (...statuses) => Object.fromEntries(statuses.map((s) => [String(s), { description: codesFor(s), ...json({ $ref: '#/components/schemas/ErrorBody' }) }]));
+const codesFor = (status) => `error codes: ${Object.entries(ERROR_STATUS)
+    .filter(([, s]) => s === status)
+    .map(([c]) => c)
+    .join(', ')}`;
+const bearer = [{ bearer: [] }];
+const path = (name) => ({ name, in: 'path', required: true, schema: { type: 'string' } });
+const header = (name, description, required = true) => ({ name, in: 'header', required, description, schema: { type: 'string' } });
+/**
+ * The OpenAPI 3.1 document, generated from the same TypeBox schemas the gateway
+ * validates with, so the published contract cannot drift from the code.
+ */
+export function openApiDocument(serverUrl) {
+    return {
+        openapi: '3.1.0',
+        info: { title: 'Signal Ingest Gateway', version: '1', description: 'Signed ingest and control plane (spec Phase 2 draft).' },
+        servers: [{ url: serverUrl }],
+        components: {
+            securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
+            schemas: { ErrorBody, SignalPayload: SignalPayloadSchema, AcceptedBody, Manifest, Listing, SignalAcceptedEvent },
+        },
+        paths: {
+            '/v1/byo/sources/{source_id}/signals': {
+                post: {
+                    summary: 'Push one signed signal',
+                    parameters: [
+                        path('source_id'),
+                        header('X-Svc-Source-Id', 'equal to source_id'),
+                        header('X-Svc-Key-Id', 'a registered key of the source'),
+                        header('X-Svc-Timestamp', 'ISO 8601 UTC, within 300 s of the server clock'),
+                        header('X-Svc-Nonce', 'unique per source and key for 10 minutes; 1 to 128 visible ASCII characters'),
+                        header('X-Svc-Signature', 'ed25519=:<base64 signature>: over METHOD\\nPATH\\nTIMESTAMP\\nNONCE\\nsha256hex(raw body)'),
+                        header('Idempotency-Key', 'recommended: equal to signal_id', false),
+                    ],
+                    requestBody: { required: true, ...json({ $ref: '#/components/schemas/SignalPayload' }) },
+                    responses: { '202': { description: 'accepted', ...json({ $ref: '#/components/schemas/AcceptedBody' }) }, ...errors(400, 401, 409, 429, 503) },
+                },
+            },
+            '/v1/admin/tokens': { post: { security: bearer, requestBody: json(CreateTokenRequest), responses: { '201': { description: 'token shown once', ...ok({}) }, ...errors(400, 401, 403) } } },
+            '/v1/admin/agents': { post: { security: bearer, requestBody: json(CreateAgentRequest), responses: { '201': { description: 'agent', ...ok({}) }, ...errors(400, 401, 403, 409) } } },
+            '/v1/byo/sources': { post: { security: bearer, requestBody: json(CreateSourceRequest), responses: { '201': { description: 'source_id and ingest_endpoint', ...ok({}) }, ...errors(400, 401, 403, 404, 409) } } },
+            '/v1/byo/sources/{source_id}': { get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'source', ...ok({}) }, ...errors(401, 404) } } },
+            '/v1/byo/sources/{source_id}/keys': {
+                get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'keys', ...ok({ type: 'array' }) }, ...errors(401, 404) } },
+                post: { security: bearer, parameters: [path('source_id')], requestBody: json(RegisterKeyRequest), responses: { '201': { description: 'pending key', ...ok({}) }, ...errors(400, 401, 404, 409) } },
+            },
+            '/v1/byo/sources/{source_id}/keys/{key_id}/promote': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], responses: { '200': { description: 'active key', ...ok({}) }, ...errors(401, 404, 409) } } },
+            '/v1/byo/sources/{source_id}/keys/{key_id}/revoke': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], responses: { '200': { description: 'revoked key', ...ok({}) }, ...errors(401, 404) } } },
+            '/v1/byo/sources/{source_id}/ingest-errors': {
+                get: {
+                    security: bearer,
+                    parameters: [path('source_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }],
+                    responses: { '200': { description: 'refused requests, newest first, with next_cursor', ...ok({ type: 'array' }) }, ...errors(400, 401, 403, 404) },
+                },
+            },
+            '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format; admin token' }, ...errors(401, 403) } } },
+            '/healthz': { get: { responses: { '200': { description: 'alive' } } } },
+            '/readyz': { get: { responses: { '200': { description: 'ready' }, ...errors(503) } } },
+        },
+    };
+}
+//# sourceMappingURL=openapi.js.map

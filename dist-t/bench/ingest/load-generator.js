@@ -1,0 +1,46 @@
+import { runPhase } from './phases.js';
+import { Presigner } from './presign.js';
+/**
+ * The load generator: a separate process (forked by run.ts) so that its CPU is its
+ * own and the orchestrator's sampling never delays a send. It signs each phase's
+ * requests before the phase's clock starts, then runs the phase and reports counts
+ * and a latency histogram over IPC.
+ */
+const presigner = new Presigner();
+let target;
+function send(message) {
+    process.send?.(message);
+}
+async function handle(message) {
+    switch (message.kind) {
+        case 'init':
+            target = { port: message.port, sources: message.sources, tag: message.tag };
+            send({ kind: 'ready' });
+            return;
+        case 'phase': {
+            if (target === undefined)
+                throw new Error('phase before init');
+            const { spec } = message;
+            const signStart = performance.now();
+            const pool = await presigner.sign(target.port, target.sources, target.tag, spec.budget);
+            const signMs = performance.now() - signStart;
+            const outcome = await runPhase(target.port, pool, spec, () => send({ kind: 'started', name: spec.name }));
+            send({ kind: 'result', result: outcome.stats.result(spec, outcome.windowMs, pool.size, signMs, outcome.loadgenCpuMs) });
+            return;
+        }
+        case 'exit':
+            await presigner.close();
+            process.disconnect?.();
+            return;
+    }
+}
+// One message at a time: phases must not overlap.
+let queue = Promise.resolve();
+process.on('message', (message) => {
+    queue = queue.then(() => handle(message)).catch((err) => {
+        send({ kind: 'error', message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
+    });
+});
+// The orchestrator going away must not leave this process sending load.
+process.on('disconnect', () => process.exit(0));
+//# sourceMappingURL=load-generator.js.map

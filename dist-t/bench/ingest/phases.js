@@ -1,0 +1,197 @@
+import { Connection } from './http-client.js';
+import { PhaseStats } from './phase-stats.js';
+/**
+ * One timed phase of load. Closed mode: every connection sends its next request as
+ * soon as the previous one is answered (the peak rate). Open mode: requests are
+ * scheduled at fixed intervals whatever the server does, and latency runs from the
+ * scheduled time, not the send time, so a stalled server cannot hide its stall by
+ * slowing the client down (coordinated omission).
+ */
+/** Connections opened at once; a bigger burst overflows the listen backlog and costs a 1 s SYN retry. */
+const CONNECT_WAVE = 200;
+const CONNECT_TIMEOUT_MS = 20_000;
+/** After the window, how long in-flight requests may take before the connections are cut. */
+const CLOSED_DRAIN_MS = 3_000;
+/** Open mode keeps measuring scheduled requests this long after the last one was due. */
+const OPEN_DRAIN_MS = 5_000;
+/** Timer period of the open-loop scheduler; sends due in between go out on the next tick or response. */
+const TICK_MS = 1;
+class PhaseDriver {
+    stats = new PhaseStats();
+    #spec;
+    #pool;
+    #connections = [];
+    /** Connections with nothing in flight, waiting for work. */
+    #idle = [];
+    #running = false;
+    #stopping = false;
+    #inFlight = 0;
+    #t0 = 0n;
+    #windowMs = 0;
+    #onSettled;
+    #onIdleChange;
+    // Open mode: offsets (ns from t0) of requests that are due and not yet sent.
+    #intervalNs = 0;
+    #scheduled = 0;
+    #total = 0;
+    #backlog = new Float64Array(0);
+    #head = 0;
+    #tail = 0;
+    #firstConnectError;
+    constructor(spec, pool) {
+        this.#spec = spec;
+        this.#pool = pool;
+    }
+    get firstConnectError() {
+        return this.#firstConnectError;
+    }
+    /** Opens the connections in waves before the clock starts; resolves with how many are up. */
+    async connect(port) {
+        const deadline = Date.now() + CONNECT_TIMEOUT_MS;
+        while (this.#connections.length < this.#spec.connections && Date.now() < deadline) {
+            const wave = Math.min(CONNECT_WAVE, this.#spec.connections - this.#connections.length);
+            for (let i = 0; i < wave; i++)
+                this.#connections.push(new Connection(port, this));
+            await this.#until(() => this.#idle.length >= this.#connections.length, deadline);
+        }
+        return this.#idle.length;
+    }
+    /** Runs the phase; `started` is called when the clock starts. */
+    async run(started) {
+        this.#running = true;
+        this.#t0 = process.hrtime.bigint();
+        this.stats.inWindow = true;
+        started();
+        if (this.#spec.mode === 'closed') {
+            for (const conn of this.#idle.splice(0))
+                this.#sendNext(conn);
+            await this.#until(() => this.#stopping, Date.now() + this.#spec.durationMs);
+            this.#endWindow();
+            await this.#until(() => this.#inFlight === 0, Date.now() + CLOSED_DRAIN_MS);
+        }
+        else {
+            const rate = this.#spec.ratePerS ?? 1;
+            this.#intervalNs = 1e9 / rate;
+            this.#total = Math.max(1, Math.round((rate * this.#spec.durationMs) / 1000));
+            this.#backlog = new Float64Array(this.#total);
+            const timer = setInterval(() => this.#tick(), TICK_MS);
+            const deadline = Date.now() + this.#spec.durationMs + OPEN_DRAIN_MS;
+            await this.#until(() => this.stats.exhausted || (this.#scheduled === this.#total && this.#head === this.#tail && this.#inFlight === 0), deadline);
+            clearInterval(timer);
+            this.#windowMs = Math.min(this.#spec.durationMs, Number(process.hrtime.bigint() - this.#t0) / 1e6);
+            this.stats.unanswered = this.#total - this.#scheduled + (this.#tail - this.#head) + this.#inFlight;
+            this.stats.inWindow = false;
+            this.#stopping = true;
+        }
+        for (const conn of this.#connections)
+            conn.stop();
+        return this.#windowMs;
+    }
+    ready(conn) {
+        if (this.#stopping)
+            return;
+        if (this.#running && this.#spec.mode === 'closed')
+            return this.#sendNext(conn);
+        this.#idle.push(conn);
+        if (this.#running)
+            this.#tick();
+        else
+            this.#onIdleChange?.();
+    }
+    response(_conn, res, request, startedAt) {
+        this.#inFlight--;
+        if (this.stats.record(res, startedAt, process.hrtime.bigint())) {
+            this.#pool.giveBack(request);
+            this.stats.recycled++;
+        }
+        if (this.#stopping)
+            this.#onSettled?.();
+    }
+    dropped(_conn, _request) {
+        this.#inFlight--;
+        if (this.stats.inWindow)
+            this.stats.dropped++;
+        if (this.#stopping)
+            this.#onSettled?.();
+    }
+    connectError(_conn, err) {
+        this.#firstConnectError ??= err.message;
+        if (this.stats.inWindow)
+            this.stats.connectErrors++;
+    }
+    #sendNext(conn) {
+        if (this.#stopping)
+            return;
+        const request = this.#pool.take();
+        if (request === undefined) {
+            this.stats.exhausted = true;
+            this.#endWindow();
+            return;
+        }
+        this.#inFlight++;
+        this.stats.sent++;
+        conn.send(request, process.hrtime.bigint());
+    }
+    /** Closed mode: stop counting and stop sending; what is in flight may still finish. */
+    #endWindow() {
+        if (this.#stopping)
+            return;
+        this.#windowMs = Number(process.hrtime.bigint() - this.#t0) / 1e6;
+        this.stats.inWindow = false;
+        this.#stopping = true;
+        this.#onSettled?.();
+    }
+    /** Open mode: moves requests that have come due into the backlog, then hands them to idle connections. */
+    #tick() {
+        if (this.#stopping || this.stats.exhausted)
+            return;
+        const now = Number(process.hrtime.bigint() - this.#t0);
+        while (this.#scheduled < this.#total && this.#scheduled * this.#intervalNs <= now) {
+            this.#backlog[this.#tail++] = this.#scheduled * this.#intervalNs;
+            this.#scheduled++;
+        }
+        while (this.#head < this.#tail && this.#idle.length > 0) {
+            const request = this.#pool.take();
+            if (request === undefined) {
+                this.stats.exhausted = true;
+                this.#onSettled?.();
+                return;
+            }
+            const conn = this.#idle.pop();
+            const due = this.#t0 + BigInt(Math.round(this.#backlog[this.#head++]));
+            this.#inFlight++;
+            this.stats.sent++;
+            conn.send(request, due);
+        }
+        this.#onSettled?.();
+    }
+    /** Resolves once `done()` holds (checked on every event that can change it) or at `deadline`. */
+    #until(done, deadline) {
+        return new Promise((resolve) => {
+            const finish = () => {
+                clearTimeout(timer);
+                this.#onSettled = undefined;
+                this.#onIdleChange = undefined;
+                resolve();
+            };
+            const check = () => done() && finish();
+            const timer = setTimeout(finish, Math.max(0, deadline - Date.now()));
+            this.#onSettled = check;
+            this.#onIdleChange = check;
+            check();
+        });
+    }
+}
+/** Connects, runs one phase against `port` with requests from `pool`, and closes every connection. */
+export async function runPhase(port, pool, spec, started) {
+    const driver = new PhaseDriver(spec, pool);
+    const up = await driver.connect(port);
+    if (up < spec.connections) {
+        throw new Error(`only ${up} of ${spec.connections} connections opened (${driver.firstConnectError ?? 'timed out'}); check ulimit -n`);
+    }
+    const cpu = process.cpuUsage();
+    const windowMs = await driver.run(started);
+    const used = process.cpuUsage(cpu);
+    return { stats: driver.stats, windowMs, loadgenCpuMs: (used.user + used.system) / 1000 };
+}
+//# sourceMappingURL=phases.js.map

@@ -1,0 +1,97 @@
+import Type from 'typebox';
+import { Compile } from 'typebox/compile';
+/**
+ * Configuration is declared once here: every variable, its default and its bounds.
+ * The schema is closed; an unknown variable with one of our prefixes (OWN_PREFIXES)
+ * is refused too, so a typo never falls back to a default silently.
+ */
+const Env = {
+    PORT: { type: 'int', default: 8080, min: 0, max: 65535, help: 'TCP port to listen on (0 picks a free one)' },
+    HOST: { type: 'string', default: '0.0.0.0', help: 'address to bind' },
+    DATA_DIR: { type: 'string', default: './data', help: 'folder holding the journal and the registry' },
+    ADMIN_TOKEN: { type: 'string', default: '', help: 'admin bearer token; generated into DATA_DIR/admin-token when empty' },
+    PUBLIC_BASE_URL: { type: 'string', default: '', help: 'base URL used in ingest_endpoint; default http://localhost:<bound port>' },
+    LOG_LEVEL: { type: 'enum', default: 'info', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], help: 'pino log level' },
+    JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (see README)' },
+    JOURNAL_FSYNC_INTERVAL_MS: { type: 'int', default: 200, min: 1, max: 60_000, help: 'sync period for JOURNAL_FSYNC=interval' },
+    DEDUP_WINDOW_S: { type: 'int', default: 1800, min: 1200, max: 7 * 86400, help: 'how long signal_id and Idempotency-Key are remembered; at least 20 minutes so every retry that passes the two 300 s checks is covered' },
+    VERIFY_THREADS: { type: 'int', default: 0, min: 0, max: 64, help: 'verification worker threads; 0 = one per core, less the one the event loop needs (at least 1)' },
+    VERIFY_BATCH: { type: 'int', default: 64, min: 1, max: 4096, help: 'signatures sent to a worker in one message' },
+    VERIFY_QUEUE_LIMIT: { type: 'int', default: 512, min: 1, max: 1_000_000, help: 'requests waiting for verification before the edge sheds with 503' },
+    VERIFY_MAX_WAIT_MS: { type: 'int', default: 50, min: 1, max: 60_000, help: 'shed with 503 once the oldest request waiting for verification has waited this long' },
+    BODY_TIMEOUT_MS: { type: 'int', default: 5000, min: 100, max: 120_000, help: 'time allowed to receive a request body' },
+    NONCE_STORE_MAX: { type: 'int', default: 6_000_000, min: 10_000, max: 100_000_000, help: 'live nonces held in all (each 10 minutes, about 30 to 60 bytes): sustained signed requests/s × 600 must fit; one key may hold at most a quarter' },
+    INGEST_ERRORS_PER_SOURCE: { type: 'int', default: 1000, min: 10, max: 100_000, help: 'refused ingest requests kept per source' },
+    OVER_RATE_FLAG_MINUTES: { type: 'int', default: 5, min: 1, max: 1440, help: 'consecutive minutes with 429s after which a source is flagged for review' },
+    SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
+};
+/**
+ * Prefixes that are ours: a variable starting with one must be a known one, so a typo
+ * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
+ * prefixes other software also uses (DATA_, LOG_) are left out.
+ */
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'ADMIN_', 'PUBLIC_BASE'];
+export class ConfigError extends Error {
+    code = 'invalid_config';
+    constructor(message) {
+        super(message);
+        this.name = 'ConfigError';
+    }
+}
+function schemaFor(spec) {
+    switch (spec.type) {
+        case 'int':
+            return Type.Integer({ minimum: spec.min, maximum: spec.max });
+        case 'enum':
+            return Type.Union(spec.values.map((v) => Type.Literal(v)));
+        default:
+            return Type.String({ maxLength: 4096 });
+    }
+}
+const ConfigSchema = Type.Object(Object.fromEntries(Object.entries(Env).map(([k, spec]) => [k, schemaFor(spec)])), { additionalProperties: false });
+const checkConfig = Compile(ConfigSchema);
+/** Reads the configuration from `env`; throws ConfigError naming the variable and the fix. */
+export function loadConfig(env = process.env) {
+    for (const name of Object.keys(env)) {
+        if (OWN_PREFIXES.some((p) => name.startsWith(p)) && !(name in Env)) {
+            throw new ConfigError(`unknown variable ${name}: known ones are ${Object.keys(Env).join(', ')}`);
+        }
+    }
+    const out = {};
+    for (const [name, spec] of Object.entries(Env)) {
+        const raw = env[name];
+        if (raw === undefined || raw === '') {
+            out[name] = spec.default;
+            continue;
+        }
+        if (spec.type === 'int') {
+            if (!/^\d+$/.test(raw))
+                throw new ConfigError(`${name}=${JSON.stringify(raw)} is not a whole number: ${spec.help} (${spec.min} to ${spec.max})`);
+            out[name] = Number(raw);
+        }
+        else {
+            out[name] = raw;
+        }
+    }
+    if (!checkConfig.Check(out)) {
+        const first = [...checkConfig.Errors(out)][0];
+        const name = first?.instancePath.replace(/^\//, '') ?? 'configuration';
+        const spec = Env[name];
+        const hint = spec === undefined ? '' : spec.type === 'int' ? ` (${spec.min} to ${spec.max})` : spec.type === 'enum' ? ` (one of ${spec.values.join(', ')})` : '';
+        throw new ConfigError(`${name}=${JSON.stringify(env[name] ?? '')} is not valid: ${spec?.help ?? first?.message}${hint}`);
+    }
+    const config = out;
+    // An empty PUBLIC_BASE_URL becomes http://localhost:<bound port> once the gateway listens.
+    if (config.PUBLIC_BASE_URL !== '' && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(config.PUBLIC_BASE_URL)) {
+        throw new ConfigError(`PUBLIC_BASE_URL=${JSON.stringify(config.PUBLIC_BASE_URL)} is not valid: give an http(s) URL such as https://ingest.example.com`);
+    }
+    config.PUBLIC_BASE_URL = config.PUBLIC_BASE_URL.replace(/\/+$/, '');
+    return config;
+}
+/** For the README and `--help`: every variable with its default. */
+export function describeConfig() {
+    return Object.entries(Env)
+        .map(([k, s]) => `${k} (default ${JSON.stringify(s.default)}): ${s.help}`)
+        .join('\n');
+}
+//# sourceMappingURL=index.js.map

@@ -1,0 +1,21 @@
+import { ApiError } from '../../schemas/api-error.js';
+import { jsonRoute } from '../http/json-route.js';
+import { ownedSource, requireCreator } from './access.js';
+export const INGEST_ERRORS_PAGE = { default: 50, max: 200 };
+/** Spec 4.2 creator diagnostics: private to the source operator (and the admin). */
+export function registerIngestErrorsRoute(parts, errors) {
+    jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/ingest-errors', { access: 'any' }, ({ principal, params, query }) => {
+        requireCreator(principal);
+        const source = ownedSource(parts.registry, principal, params[0]);
+        const rawLimit = query.get('limit');
+        const limit = rawLimit === null ? INGEST_ERRORS_PAGE.default : Number(rawLimit);
+        if (!Number.isInteger(limit) || limit < 1 || limit > INGEST_ERRORS_PAGE.max) {
+            throw new ApiError('invalid_request', `limit must be an integer from 1 to ${INGEST_ERRORS_PAGE.max}`);
+        }
+        const page = errors.page(source.source_id, limit, query.get('cursor') ?? undefined);
+        if (page === undefined)
+            throw new ApiError('invalid_request', 'cursor is not one this endpoint returned');
+        return { status: 200, data: page.items, nextCursor: page.nextCursor };
+    });
+}
+//# sourceMappingURL=ingest-errors-route.js.map

@@ -1,0 +1,87 @@
+const STATUS_LINE = {
+    200: '200 OK',
+    201: '201 Created',
+    202: '202 Accepted',
+    400: '400 Bad Request',
+    401: '401 Unauthorized',
+    403: '403 Forbidden',
+    404: '404 Not Found',
+    405: '405 Method Not Allowed',
+    409: '409 Conflict',
+    413: '413 Payload Too Large',
+    429: '429 Too Many Requests',
+    500: '500 Internal Server Error',
+    503: '503 Service Unavailable',
+};
+/**
+ * One response in flight. uWS frees a response once the client goes away, and any
+ * later call on it crashes the process, so every write goes through `send`, which
+ * checks `aborted` first and corks the writes into one syscall.
+ */
+export class Reply {
+    res;
+    requestId;
+    aborted = false;
+    done = false;
+    status = 0;
+    onFinish;
+    /** Called once if the client goes away before the answer; gives back what the request held. */
+    onAbort;
+    constructor(res, requestId) {
+        this.res = res;
+        this.requestId = requestId;
+        res.onAborted(() => {
+            this.aborted = true;
+            this.onAbort?.();
+            this.#finish();
+        });
+    }
+    #finish() {
+        if (this.done)
+            return;
+        this.done = true;
+        const onFinish = this.onFinish;
+        // uWS may hold the onAborted callback, and with it this object, until the
+        // connection's next request: drop the request's closures now so that what they
+        // captured dies young instead of being promoted to the old generation.
+        this.onFinish = undefined;
+        this.onAbort = undefined;
+        onFinish?.();
+    }
+    /** Sends a JSON body. `close` ends the connection, for when the request's body was not consumed. */
+    send(status, body, headers, close = false) {
+        if (this.done || this.aborted)
+            return;
+        this.status = status;
+        const text = JSON.stringify(body);
+        this.res.cork(() => {
+            this.res.writeStatus(STATUS_LINE[status] ?? `${status} Status`);
+            this.res.writeHeader('content-type', 'application/json');
+            this.res.writeHeader('x-request-id', this.requestId);
+            if (headers !== undefined)
+                for (const [k, v] of Object.entries(headers))
+                    this.res.writeHeader(k, v);
+            this.res.end(text, close);
+        });
+        this.#finish();
+    }
+    /** A non-JSON body (the metrics page). */
+    sendText(status, contentType, text) {
+        if (this.done || this.aborted)
+            return;
+        this.status = status;
+        this.res.cork(() => {
+            this.res.writeStatus(STATUS_LINE[status] ?? `${status} Status`);
+            this.res.writeHeader('content-type', contentType);
+            this.res.writeHeader('x-request-id', this.requestId);
+            this.res.end(text);
+        });
+        this.#finish();
+    }
+    /** Spec 2.4 error body, with Retry-After on 429 and 503 (RFC 6585). */
+    fail(error, close = false) {
+        const headers = error.retryAfter === undefined ? undefined : { 'retry-after': String(error.retryAfter) };
+        this.send(error.status, { ok: false, error: { code: error.code, message: error.message, request_id: this.requestId } }, headers, close);
+    }
+}
+//# sourceMappingURL=reply.js.map

@@ -1,0 +1,186 @@
+import { createRequire as __cr } from 'node:module'; const require_fs = () => __cr(import.meta.url)('node:fs');
+import { hash } from 'node:crypto';
+import { isValidSignalId, parseIsoUtc, parseStrictJson } from '../pipeline/index.js';
+import { ApiError } from '../schemas/api-error.js';
+import { isWithinSkew } from '../schemas/signal.js';
+import { Reply } from './http/reply.js';
+import { nextRequestId } from './http/request-id.js';
+import { framingProblem } from './http/framing.js';
+import { collectIngestHeaders, isValidKeyId, isValidNonce, parseSignatureHeader } from './ingest-headers.js';
+/** Spec 2.2 and 8. */
+export const MAX_BODY_BYTES = 16 * 1024;
+/**
+ * The ingest edge: every check that costs no crypto, in the documented order, before
+ * a body is read or a worker is asked (README, "Check order"): shed when full →
+ * framing → Content-Type → source ids → auth headers → key → request skew → slot → body.
+ */
+export function ingestHandler(parts) {
+    const { registry, pool, logger } = parts;
+    const refuse = (reply, ctx, error, close = false) => {
+        reply.fail(error, close);
+        parts.metrics.refused(error.code);
+        if (error.status >= 500) {
+            // Shedding and shutdown are expected under load; only a fault is worth an error line.
+            if (error.code === 'internal_error')
+                logger.error({ request_id: reply.requestId, err: error.cause ?? error }, 'ingest failed');
+            else
+                logger.debug({ request_id: reply.requestId, code: error.code }, 'ingest shed');
+            return;
+        }
+        // One line per refusal only at debug: at info, a flood of junk would become a flood of
+        // log lines. Operators get a count per code each minute (refusalCounts); creators get
+        // the full list through ingest-errors.
+        logger.debug({ request_id: reply.requestId, source_id: ctx.sourceId, code: error.code, status: error.status }, 'ingest refused');
+        parts.refusals.set(error.code, (parts.refusals.get(error.code) ?? 0) + 1);
+        if (ctx.sourceKnown) {
+            parts.errors.record(ctx.sourceId, {
+                request_id: reply.requestId,
+                time: new Date(parts.now()).toISOString(),
+                status: error.status,
+                code: error.code,
+                key_id: ctx.keyId,
+                signal_id: ctx.signalId,
+            }, ctx.nonce);
+        }
+    };
+    /** Sheds before any parsing: under overload the refusal itself must be the cheapest path. */
+    const shed = (reply) => {
+        parts.metrics.refused(parts.isDraining() ? 'not_ready' : 'overloaded');
+        reply.fail(new ApiError(parts.isDraining() ? 'not_ready' : 'overloaded', parts.isDraining() ? 'the gateway is shutting down; retry' : 'verification queue is full; retry', { retryAfter: 1 }), parts.isDraining());
+    };
+    return (res, req) => {
+        const receivedAtMs = parts.now(); const __t0 = performance.now();
+        const reply = new Reply(res, nextRequestId());
+        parts.track(reply);
+        if (parts.isDraining() || !pool.hasRoom())
+            return shed(reply);
+        const path = req.getUrl();
+        const urlSourceId = req.getParameter(0) ?? '';
+        const headers = collectIngestHeaders(req);
+        const source = registry.source(urlSourceId);
+        const ctx = { sourceKnown: source !== undefined, sourceId: urlSourceId, keyId: null, signalId: null, nonce: undefined };
+        // Spec 7 files an oversized body under invalid_body too.
+        const framing = framingProblem(headers, MAX_BODY_BYTES, { bodyRequired: true });
+        if (framing !== undefined)
+            return refuse(reply, ctx, new ApiError('invalid_body', framing.kind === 'too_large' ? 'body is larger than 16 KB' : framing.message), true);
+        // From here on the framing is sound: uWS skips an unread body of a declared length,
+        // so a refusal keeps the connection (a reconnect per refusal costs both sides).
+        const sourceHeader = checkSourceHeader(headers, urlSourceId);
+        if (sourceHeader !== undefined)
+            return refuse(reply, ctx, sourceHeader);
+        const auth = parseAuthHeaders(headers);
+        if (auth instanceof ApiError)
+            return refuse(reply, ctx, auth);
+        const { keyId, timestamp: timestampHeader, requestTimeMs, nonce, signature } = auth;
+        ctx.keyId = keyId;
+        const key = source === undefined ? undefined : registry.key(source.source_id, keyId);
+        // An unknown source and an unknown key look the same, so ids cannot be probed.
+        if (source === undefined || key === undefined)
+            return refuse(reply, ctx, new ApiError('unknown_key', 'no such key for this source'));
+        if (key.record.state === 'revoked')
+            return refuse(reply, ctx, new ApiError('revoked_key', 'the signing key is revoked'));
+        if (!isWithinSkew(receivedAtMs, requestTimeMs)) {
+            return refuse(reply, ctx, new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock'));
+        }
+        const idempotencyKey = headers.idempotencyKey[0];
+        if (headers.idempotencyKey.length > 1 || (idempotencyKey !== undefined && !isValidSignalId(idempotencyKey))) {
+            return refuse(reply, ctx, new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format'));
+        }
+        // Shed before reading the body: a full verify queue means waiting would only add latency.
+        if (!pool.reserve())
+            return shed(reply);
+        // The slot is spent by the pipeline's verify, or given back here if the body never makes it.
+        let slotHeld = true;
+        const giveBackSlot = () => {
+            if (slotHeld)
+                pool.release();
+            slotHeld = false;
+        };
+        const cancelUpload = parts.bodies.read(res, MAX_BODY_BYTES, {
+            onTimeout: () => {
+                giveBackSlot();
+                refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true);
+            },
+            onTooLarge: () => {
+                giveBackSlot();
+                refuse(reply, ctx, new ApiError('invalid_body', 'body is larger than 16 KB'), true);
+            },
+            onBody: (body) => {
+                const json = parseStrictJson(body);
+                const bodySourceId = json.ok && typeof json.value === 'object' && json.value !== null ? json.value['source_id'] : undefined;
+                if (typeof bodySourceId === 'string' && bodySourceId !== urlSourceId) {
+                    giveBackSlot();
+                    return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body does not match the URL and X-Svc-Source-Id'));
+                }
+                slotHeld = false;
+                const __tb = performance.now();
+                const signed = { __t0, __tb,
+                    requestId: reply.requestId,
+                    receivedAtMs,
+                    method: 'POST',
+                    path,
+                    source,
+                    key,
+                    timestampHeader,
+                    requestTimeMs,
+                    nonce,
+                    signature,
+                    idempotencyKey,
+                    body,
+                    bodySha256: hash('sha256', body, 'hex'),
+                    json,
+                    nonceClaimed: false,
+                    signalId: null,
+                };
+                parts.pipeline.process(signed).then((accepted) => {
+                    reply.send(202, accepted);
+                    { const T = globalThis.__T ??= (() => { const t = { a: new Float64Array(7 * 2e6), n: 0 }; process.on('SIGTERM', () => { require_fs().writeFileSync('/tmp/trace.bin', Buffer.from(t.a.buffer, 0, t.n * 7 * 8)) }); return t })(); if (T.n < 2e6) { const o = T.n++ * 7; T.a[o] = signed.__t0; T.a[o+1] = signed.__tb; T.a[o+2] = signed.__t1; T.a[o+3] = signed.__t2; T.a[o+4] = signed.__t3; T.a[o+5] = signed.__t4; T.a[o+6] = performance.now() } }
+                    parts.metrics.accepted(parts.now() - receivedAtMs, accepted.deduplicated === true);
+                    logger.debug({ request_id: reply.requestId, source_id: urlSourceId, signal_id: accepted.signal_id }, 'ingest accepted');
+                }, (err) => {
+                    ctx.signalId = signed.signalId;
+                    ctx.nonce = signed.nonceClaimed ? nonce : undefined;
+                    refuse(reply, ctx, err instanceof ApiError ? err : new ApiError('internal_error', 'the signal could not be stored; retry', { cause: err }));
+                });
+            },
+        });
+        // A client that leaves mid-upload frees its slot and its buffered bytes now, not at the body deadline.
+        reply.onAbort = () => {
+            cancelUpload();
+            giveBackSlot();
+        };
+    };
+}
+function checkSourceHeader(h, urlSourceId) {
+    if (h.sourceId.length !== 1)
+        return new ApiError('missing_signature', 'X-Svc-Source-Id must appear exactly once');
+    if (h.sourceId[0] !== urlSourceId)
+        return new ApiError('invalid_source_id', 'X-Svc-Source-Id does not match the source_id in the URL');
+    return undefined;
+}
+/** The one value of a header that must appear exactly once, parsed; or the refusal. */
+function single(name, values, parse) {
+    if (values.length === 0)
+        return new ApiError('missing_signature', `${name} is required`);
+    if (values.length > 1)
+        return new ApiError('missing_signature', `${name} must appear exactly once`);
+    const parsed = parse(values[0]);
+    return parsed === undefined ? new ApiError('missing_signature', `${name} is malformed`) : parsed;
+}
+/** Spec 5.2: every authentication header present, single and well-formed. */
+function parseAuthHeaders(h) {
+    const keyId = single('X-Svc-Key-Id', h.keyId, (v) => (isValidKeyId(v) ? v : undefined));
+    if (keyId instanceof ApiError)
+        return keyId;
+    const requestTimeMs = single('X-Svc-Timestamp', h.timestamp, parseIsoUtc);
+    if (requestTimeMs instanceof ApiError)
+        return requestTimeMs;
+    const nonce = single('X-Svc-Nonce', h.nonce, (v) => (isValidNonce(v) ? v : undefined));
+    if (nonce instanceof ApiError)
+        return nonce;
+    const signature = single('X-Svc-Signature', h.signature, parseSignatureHeader);
+    if (signature instanceof ApiError)
+        return signature;
+    return { keyId, timestamp: h.timestamp[0], requestTimeMs, nonce, signature };
+}
+//# sourceMappingURL=ingest-edge.js.map

@@ -1,0 +1,50 @@
+const FIELD_OF = {
+    'content-length': 'contentLength',
+    'content-type': 'contentType',
+    'x-svc-source-id': 'sourceId',
+    'x-svc-key-id': 'keyId',
+    'x-svc-timestamp': 'timestamp',
+    'x-svc-nonce': 'nonce',
+    'x-svc-signature': 'signature',
+    'idempotency-key': 'idempotencyKey',
+};
+/**
+ * Collects every occurrence, not just the first: `getHeader` returns only one value,
+ * and a repeated Content-Length or security header is exactly what a smuggling or
+ * confusion attempt looks like (DESIGN.md section 4: required headers present and single).
+ */
+export function collectIngestHeaders(req) {
+    const h = {
+        contentLength: [],
+        transferEncoding: 0,
+        contentType: [],
+        sourceId: [],
+        keyId: [],
+        timestamp: [],
+        nonce: [],
+        signature: [],
+        idempotencyKey: [],
+    };
+    req.forEach((key, value) => {
+        if (key === 'transfer-encoding')
+            h.transferEncoding++;
+        else {
+            const field = FIELD_OF[key];
+            if (field !== undefined)
+                h[field].push(value);
+        }
+    });
+    return h;
+}
+const SIGNATURE = /^ed25519=:([A-Za-z0-9+/]{86}==):$/;
+const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/;
+// Visible ASCII only: a line feed in a nonce would let one signing string be read two ways.
+const NONCE = /^[\x21-\x7e]{1,128}$/;
+/** The 64 signature bytes from `ed25519=:<base64>:`, or undefined if malformed. */
+export function parseSignatureHeader(value) {
+    const m = SIGNATURE.exec(value);
+    return m === null ? undefined : Buffer.from(m[1], 'base64');
+}
+export const isValidKeyId = (v) => KEY_ID.test(v);
+export const isValidNonce = (v) => NONCE.test(v);
+//# sourceMappingURL=ingest-headers.js.map

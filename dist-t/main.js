@@ -1,0 +1,44 @@
+import { pino } from 'pino';
+import { ConfigError, describeConfig, loadConfig } from './config/index.js';
+import { startService } from './service.js';
+/** Process entry: configuration, logging, signals. `--help` lists every variable. */
+async function main() {
+    if (process.argv.includes('--help')) {
+        process.stdout.write(`Signal ingest gateway. Environment variables:\n${describeConfig()}\n`);
+        return;
+    }
+    let config;
+    try {
+        config = loadConfig();
+    }
+    catch (err) {
+        if (err instanceof ConfigError) {
+            process.stderr.write(`configuration error: ${err.message}\n`);
+            process.exit(78); // EX_CONFIG
+        }
+        throw err;
+    }
+    const logger = pino({ level: config.LOG_LEVEL, base: { service: 'signal-ingest-gateway' } });
+    const service = await startService(config, logger);
+    let stopping = false;
+    const stop = (signal) => {
+        if (stopping)
+            return;
+        stopping = true;
+        logger.info({ signal }, 'draining');
+        service.stop().then(() => {
+            logger.info('stopped');
+            process.exit(0);
+        }, (err) => {
+            logger.error({ err }, 'shutdown failed');
+            process.exit(1);
+        });
+    };
+    process.on('SIGTERM', () => stop('SIGTERM'));
+    process.on('SIGINT', () => stop('SIGINT'));
+}
+main().catch((err) => {
+    process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+});
+//# sourceMappingURL=main.js.map

@@ -1,0 +1,258 @@
+import { ApiError } from '../../schemas/api-error.js';
+import { PERIOD_MS } from '../../schemas/manifest.js';
+import { isWithinSkew } from '../../schemas/signal.js';
+import { isLogError } from '../log-error.js';
+import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js';
+import { isPoolClosed } from '../verify/verify-pool.js';
+import { NonceStore } from './nonce-store.js';
+import { RateLimiter } from './rate-limiter.js';
+import { decodeSignalRecord, encodeSignalRecord, signalDedupId } from './signal-record.js';
+import { SignalDedup } from './signal-dedup.js';
+/**
+ * Everything after the edge, in the order of spec 4.1: signature, nonce, signal_id
+ * dedup, field validation, rate limit, durable append. The edge has already matched
+ * the header and URL source ids, checked the headers, the key's state, the request
+ * skew and the body's source_id, and reserved a verification slot.
+ */
+export class IngestPipeline {
+    #o;
+    #nonces;
+    #dedup;
+    #rates;
+    constructor(options) {
+        this.#o = options;
+        this.#nonces = new NonceStore({ windowMs: options.nonceWindowMs, maxEntries: options.maxLiveNonces });
+        this.#dedup = new SignalDedup({ windowMs: options.dedupWindowMs });
+        this.#rates = new RateLimiter({ flagAfterMinutes: options.flagAfterMinutes });
+    }
+    get liveNonces() {
+        return this.#nonces.size;
+    }
+    get dedupEntries() {
+        return this.#dedup.size;
+    }
+    /** Sequence of the last record in the signal log. */
+    get logLastSeq() {
+        return this.#o.log.info().lastSeq;
+    }
+    async process(req) {
+        const { key } = req;
+        const message = Buffer.from(`${req.method}\n${req.path}\n${req.timestampHeader}\n${req.nonce}\n${req.bodySha256}`);
+        req.__t1 = performance.now();
+        const valid = await this.#o.pool.verify({ publicKey: key.publicKey, message, signature: req.signature }).catch((err) => {
+            if (isPoolClosed(err))
+                throw new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 });
+            throw err;
+        });
+        req.__t2 = performance.now();
+        if (!valid)
+            throw new ApiError('invalid_signature', 'request signature could not be verified');
+        // Revocation is immediate, also for a request that waited for a worker.
+        assertNotRevoked(key);
+        const now = this.#o.now();
+        // Checked again at claim time: the nonce window covers a replay only while the
+        // timestamp is within the skew, and a request may have waited since the edge.
+        if (!isWithinSkew(now, req.requestTimeMs)) {
+            throw new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock');
+        }
+        this.#claimNonce(req, now);
+        if (!req.json.ok)
+            throw new ApiError('invalid_body', `body is not valid JSON: ${req.json.reason}`);
+        const value = req.json.value;
+        if (typeof value !== 'object' || value === null || Array.isArray(value))
+            throw new ApiError('invalid_body', 'body must be a JSON object');
+        const signalId = value['signal_id'];
+        if (!isValidSignalId(signalId)) {
+            throw new ApiError('invalid_signal_id', 'signal_id must be 8 to 128 characters of letters, digits, _, - and :');
+        }
+        req.signalId = signalId;
+        return this.#deduplicated(req, signalId);
+    }
+    #claimNonce(req, now) {
+        const { source, key } = req;
+        const claim = this.#nonces.claim(source.source_id, key.record.key_id, req.nonce, now, nonceCap(source.manifest.max_rate, this.#o.nonceWindowMs));
+        switch (claim) {
+            case 'claimed':
+                req.nonceClaimed = true;
+                return;
+            case 'replayed':
+                throw new ApiError('replayed_nonce', 'this nonce was already used with this key in the last 10 minutes');
+            case 'scope_full':
+                // A key signing far more than its source's max_rate: its own excess, refused like one.
+                throw new ApiError('rate_limited', 'too many requests signed with this key in the nonce window', { retryAfter: 60 });
+            case 'store_full':
+                throw new ApiError('overloaded', 'the gateway is holding too many nonces; retry', { retryAfter: 5 });
+        }
+    }
+    /** Dedup by signal_id and Idempotency-Key; concurrent duplicates wait for the first. */
+    async #deduplicated(req, signalId) {
+        const sourceId = req.source.source_id;
+        for (;;) {
+            const found = this.#dedup.lookup(sourceId, signalId, req.idempotencyKey, req.bodySha256, this.#o.now());
+            switch (found.kind) {
+                case 'in_flight':
+                    await found.settled;
+                    continue;
+                case 'replay':
+                    if (found.record.test)
+                        await this.#markTested(req);
+                    return accepted(sourceId, found.record, true);
+                case 'conflict':
+                    throw new ApiError('idempotency_conflict', 'this signal_id or Idempotency-Key was already used with a different body');
+                case 'new': {
+                    const release = this.#dedup.reserve(sourceId, signalId, req.idempotencyKey);
+                    try {
+                        return await this.#admit(req, signalId);
+                    }
+                    finally {
+                        release();
+                    }
+                }
+            }
+        }
+    }
+    async #admit(req, signalId) {
+        const { source, key } = req;
+        const fields = validateSignalFields(req.json.ok ? req.json.value : undefined, {
+            sourceId: source.source_id,
+            severityLevels: source.manifest.severity_levels,
+            chains: source.manifest.coverage.chains,
+            requestTimeMs: req.requestTimeMs,
+        });
+        if (!fields.ok)
+            throw new ApiError(fields.code, fields.message);
+        const rate = this.#rates.take(source.source_id, source.manifest.max_rate, this.#o.now());
+        if (!rate.ok) {
+            if (rate.sustained && source.flagged_for_review_at === null) {
+                this.#o.registry.flagSource(source.source_id).catch((err) => this.#o.onWarning('could not flag the source for review', err));
+            }
+            throw new ApiError('rate_limited', `source exceeded its max_rate of ${source.manifest.max_rate.rate} per ${source.manifest.max_rate.per}`, {
+                retryAfter: rate.retryAfterS,
+            });
+        }
+        const test = key.record.state === 'pending';
+        const record = signalRecord(req, signalId, test, fields.emittedAtMs, fields.signal);
+        // Last look before the append: a revoke acknowledged by now must win.
+        assertNotRevoked(key);
+        req.__t3 = performance.now();
+        const appended = await this.#o.log.append(signalDedupId(source.source_id, signalId), encodeSignalRecord(record)).catch((err) => {
+            // Nothing was promised yet, so the client may retry: the journal refuses appends after
+            // a failed write until it is reopened (a restart rebuilds from what reached disk).
+            if (isLogError(err, 'log_io') || isLogError(err, 'log_corrupt'))
+                this.#o.onLogFailure(err);
+            throw new ApiError('not_ready', 'the signal log is unavailable; retry', { cause: err, retryAfter: 1 });
+        });
+        req.__t4 = performance.now();
+        const remembered = appended.duplicate
+            ? await this.#original(appended.seq)
+            : { bodySha256: req.bodySha256, signalId, receivedAtMs: req.receivedAtMs, test };
+        this.#dedup.remember(source.source_id, req.idempotencyKey, remembered, this.#o.now());
+        if (appended.duplicate && remembered.bodySha256 !== req.bodySha256) {
+            throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body');
+        }
+        if (remembered.test)
+            await this.#markTested(req);
+        return accepted(source.source_id, remembered, appended.duplicate);
+    }
+    /**
+     * The log held this dedup id though the index did not: possible only with a log
+     * shared by several gateways (JetStream). The log's first record decides.
+     */
+    async #original(seq) {
+        const [original] = await this.#o.log.read({ fromSeq: seq }, 1);
+        if (original === undefined || original.seq !== seq) {
+            throw new ApiError('internal_error', `the log reported seq ${seq} as the original but cannot read it`);
+        }
+        const first = decodeSignalRecord(original.data);
+        return { bodySha256: first.body_sha256, signalId: first.signal_id, receivedAtMs: Date.parse(first.received_at), test: first.test };
+    }
+    /**
+     * Spec 3.1: an accepted test signal lets the key be promoted. Best-effort once the
+     * signal is durable: the 202 stands even if the registry write fails, and a retry
+     * of the test signal (a deduplicated accept) marks the key again.
+     */
+    async #markTested(req) {
+        const { key, source } = req;
+        if (key.record.state !== 'pending' || key.record.tested_at !== null)
+            return;
+        await this.#o.registry.markTested(source.source_id, key.record.key_id).catch((err) => this.#o.onWarning('could not mark the key tested', err));
+    }
+    /**
+     * Rebuilds the nonce and dedup state from the log after a restart, so a retry of a
+     * signal accepted before a crash still gets its deduplicated 202 and a captured
+     * request cannot be replayed.
+     */
+    async rebuild() {
+        const now = this.#o.now();
+        let restored = 0;
+        let start = { fromTime: now - this.#o.dedupWindowMs };
+        for (;;) {
+            const batch = await this.#o.log.read(start, 4096);
+            if (batch.length === 0)
+                return restored;
+            for (const entry of batch) {
+                const r = decodeSignalRecord(entry.data);
+                this.#dedup.remember(r.source_id, r.idempotency_key ?? undefined, { bodySha256: r.body_sha256, signalId: r.signal_id, receivedAtMs: Date.parse(r.received_at), test: r.test }, entry.time);
+                this.#nonces.restore(r.source_id, r.key_id, r.nonce, entry.time, now);
+                restored++;
+            }
+            start = { fromSeq: batch[batch.length - 1].seq + 1 };
+        }
+    }
+    /** Re-claims a nonce that a refused request used before a restart. */
+    restoreNonce(sourceId, keyId, nonce, claimedAt) {
+        this.#nonces.restore(sourceId, keyId, nonce, claimedAt, this.#o.now());
+    }
+    /** Drops expired nonces and dedup entries; called from a slow timer. */
+    sweep() {
+        const now = this.#o.now();
+        this.#nonces.sweep(now);
+        this.#dedup.sweep(now);
+    }
+}
+function assertNotRevoked(key) {
+    if (key.record.state === 'revoked')
+        throw new ApiError('revoked_key', 'the signing key is revoked');
+}
+/**
+ * Live nonces one (source, key) may hold: twice what its max_rate allows in a nonce
+ * window, plus the burst, and never fewer than 1,000, so a source within its rate
+ * never meets the bound.
+ */
+export function nonceCap(maxRate, windowMs) {
+    const perWindow = (maxRate.rate / PERIOD_MS[maxRate.per]) * windowMs;
+    return Math.max(1000, Math.ceil(2 * perWindow + (maxRate.burst ?? maxRate.rate)));
+}
+function signalRecord(req, signalId, test, emittedAtMs, signal) {
+    return {
+        v: 1,
+        source_id: req.source.source_id,
+        signal_id: signalId,
+        key_id: req.key.record.key_id,
+        test,
+        received_at: new Date(req.receivedAtMs).toISOString(),
+        emitted_at: new Date(emittedAtMs).toISOString(),
+        token: signal.token,
+        severity: signal.severity,
+        confidence: signal.confidence ?? null,
+        note: signal.note ?? null,
+        idempotency_key: req.idempotencyKey ?? null,
+        body_sha256: req.bodySha256,
+        request_timestamp: req.timestampHeader,
+        nonce: req.nonce,
+        signature: Buffer.from(req.signature).toString('base64'),
+        body: req.body.toString('utf8'),
+    };
+}
+function accepted(sourceId, record, deduplicated) {
+    return {
+        ok: true,
+        signal_id: record.signalId,
+        source_id: sourceId,
+        status: 'accepted',
+        received_at: new Date(record.receivedAtMs).toISOString(),
+        ...(record.test ? { test: true } : {}),
+        ...(deduplicated ? { deduplicated: true } : {}),
+    };
+}
+//# sourceMappingURL=ingest-pipeline.js.map

@@ -1,0 +1,41 @@
+import { PERIOD_MS } from '../../schemas/manifest.js';
+/**
+ * The manifest's `max_rate` as a token bucket per source (DESIGN.md section 4): `rate`
+ * tokens per `per`, holding at most `burst` (default `rate`). A refusal tells the
+ * client when one token will be back (RFC 6585 Retry-After). Refusals in
+ * `flagAfterMinutes` consecutive minutes count as sustained over-rate (spec 8).
+ */
+export class RateLimiter {
+    #buckets = new Map();
+    #flagAfterMinutes;
+    constructor(options) {
+        this.#flagAfterMinutes = options.flagAfterMinutes;
+    }
+    take(sourceId, maxRate, now) {
+        const capacity = maxRate.burst ?? maxRate.rate;
+        const perMs = maxRate.rate / PERIOD_MS[maxRate.per];
+        let bucket = this.#buckets.get(sourceId);
+        if (bucket === undefined) {
+            bucket = { tokens: capacity, updatedAt: now, lastRefusedMinute: -2, refusedMinutesInARow: 0 };
+            this.#buckets.set(sourceId, bucket);
+        }
+        bucket.tokens = Math.min(capacity, bucket.tokens + Math.max(0, now - bucket.updatedAt) * perMs);
+        bucket.updatedAt = now;
+        if (bucket.tokens >= 1) {
+            bucket.tokens -= 1;
+            return { ok: true };
+        }
+        const minute = Math.floor(now / 60_000);
+        if (minute !== bucket.lastRefusedMinute) {
+            bucket.refusedMinutesInARow = minute === bucket.lastRefusedMinute + 1 ? bucket.refusedMinutesInARow + 1 : 1;
+            bucket.lastRefusedMinute = minute;
+        }
+        return {
+            ok: false,
+            // The epsilon keeps float noise (1 / (1 / 3 600 000)) from adding a whole second.
+            retryAfterS: Math.max(1, Math.ceil(((1 - bucket.tokens) * PERIOD_MS[maxRate.per]) / maxRate.rate / 1000 - 1e-9)),
+            sustained: bucket.refusedMinutesInARow >= this.#flagAfterMinutes,
+        };
+    }
+}
+//# sourceMappingURL=rate-limiter.js.map

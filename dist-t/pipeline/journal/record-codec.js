@@ -1,0 +1,118 @@
+/**
+ * On-disk framing of one journal record (all integers little-endian):
+ *
+ *   offset size  field
+ *        0    4  magic     0x314a4c53 ("SLJ1" on disk), so a scan can tell a record
+ *                          start from zeroes the file system left behind a crash
+ *        4    4  length    bytes after the crc field
+ *        8    4  crc       CRC-32C over every byte after this field
+ *       12    8  seq       unsigned, below 2^53
+ *       20    8  time      ms since the epoch, unsigned, below 2^53
+ *       28    2  idLength  UTF-8 bytes of the dedup id
+ *       30    …  dedup id, then the data up to `length`
+ *
+ * The checksum covers seq and time as well as the payload, so a record whose header
+ * was torn but whose payload survived still fails validation.
+ */
+import { crc32c } from './crc32c.js';
+import { LogError } from '../log-error.js';
+export const RECORD_MAGIC = 0x314a4c53;
+export const HEADER_BYTES = 30;
+/** Bytes before the checksummed region. */
+const PREFIX_BYTES = 12;
+/**
+ * Upper bound for a whole framed record. Signals are at most 16 KB (DESIGN section 4);
+ * the bound keeps one bad length field from making recovery allocate gigabytes.
+ */
+export const MAX_RECORD_BYTES = 1024 * 1024;
+/** Dedup ids are remembered in memory for the whole window; the cap bounds that cost. */
+export const MAX_DEDUP_ID_BYTES = 1024;
+const LONE_SURROGATE = /\p{Cs}/u;
+/** Validates a dedup id and returns its UTF-8 bytes. */
+export function encodeDedupId(dedupId) {
+    if (typeof dedupId !== 'string') {
+        throw new LogError('invalid_argument', 'dedup id must be a string');
+    }
+    // A lone surrogate would be stored as U+FFFD, so the id rebuilt after a restart
+    // would no longer equal the one the caller retries with.
+    if (LONE_SURROGATE.test(dedupId)) {
+        throw new LogError('invalid_argument', 'dedup id must be well-formed Unicode');
+    }
+    const bytes = Buffer.from(dedupId, 'utf8');
+    if (bytes.length > MAX_DEDUP_ID_BYTES) {
+        throw new LogError('invalid_argument', `dedup id is longer than ${MAX_DEDUP_ID_BYTES} bytes`);
+    }
+    return bytes;
+}
+export function framedSize(idBytes, dataBytes) {
+    return HEADER_BYTES + idBytes + dataBytes;
+}
+export function encodeRecord(seq, time, id, data) {
+    const size = framedSize(id.length, data.length);
+    if (size > MAX_RECORD_BYTES) {
+        throw new LogError('record_too_large', `record of ${size} bytes exceeds the ${MAX_RECORD_BYTES}-byte limit`);
+    }
+    const buf = Buffer.allocUnsafe(size);
+    buf.writeUInt32LE(RECORD_MAGIC, 0);
+    buf.writeUInt32LE(size - PREFIX_BYTES, 4);
+    writeUint53(buf, 12, seq);
+    writeUint53(buf, 20, time);
+    buf.writeUInt16LE(id.length, 28);
+    id.copy(buf, HEADER_BYTES);
+    buf.set(data, HEADER_BYTES + id.length);
+    buf.writeUInt32LE(crc32c(buf, PREFIX_BYTES, size), 8);
+    return buf;
+}
+/**
+ * Decodes the record starting at `offset`, looking no further than `end`.
+ * `copyData` copies the payload out so a caller keeping the record does not pin the
+ * whole read buffer.
+ */
+export function decodeRecord(buf, offset, end, copyData = true) {
+    const avail = end - offset;
+    if (avail < PREFIX_BYTES)
+        return { kind: 'incomplete', size: HEADER_BYTES };
+    if (buf.readUInt32LE(offset) !== RECORD_MAGIC)
+        return { kind: 'invalid', reason: 'bad magic' };
+    const length = buf.readUInt32LE(offset + 4);
+    const size = PREFIX_BYTES + length;
+    if (size < HEADER_BYTES || size > MAX_RECORD_BYTES) {
+        return { kind: 'invalid', reason: `bad length ${length}` };
+    }
+    if (avail < size)
+        return { kind: 'incomplete', size };
+    const crc = buf.readUInt32LE(offset + 8);
+    if (crc32c(buf, offset + PREFIX_BYTES, offset + size) !== crc) {
+        return { kind: 'invalid', reason: 'checksum mismatch' };
+    }
+    const idLength = buf.readUInt16LE(offset + 28);
+    if (HEADER_BYTES + idLength > size)
+        return { kind: 'invalid', reason: 'bad dedup id length' };
+    const idStart = offset + HEADER_BYTES;
+    const dataStart = idStart + idLength;
+    const data = copyData
+        ? new Uint8Array(buf.subarray(dataStart, offset + size))
+        : buf.subarray(dataStart, offset + size);
+    return {
+        kind: 'record',
+        size,
+        record: {
+            seq: readUint53(buf, offset + 12),
+            time: readUint53(buf, offset + 20),
+            dedupId: buf.toString('utf8', idStart, dataStart),
+            data,
+        },
+    };
+}
+/** Reads only the seq and time of a record already known to be valid. */
+export function peekSeqTime(buf, offset) {
+    return { seq: readUint53(buf, offset + 12), time: readUint53(buf, offset + 20) };
+}
+function writeUint53(buf, offset, value) {
+    buf.writeUInt32LE(value % 0x1_0000_0000, offset);
+    buf.writeUInt32LE(Math.floor(value / 0x1_0000_0000), offset + 4);
+}
+function readUint53(buf, offset) {
+    return buf.readUInt32LE(offset) + buf.readUInt32LE(offset + 4) * 0x1_0000_0000;
+}
+//# sourceMappingURL=record-codec.js.map

@@ -1,0 +1,2 @@
+export {};
+//# sourceMappingURL=records.js.map

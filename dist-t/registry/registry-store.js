@@ -1,0 +1,2 @@
+export {};
+//# sourceMappingURL=registry-store.js.map

@@ -1,0 +1,75 @@
+import Type from 'typebox';
+/**
+ * Every wire error code, with the HTTP status it travels with. The 400/401/409/429
+ * codes of the ingest endpoint are spec section 7 and DESIGN.md section 4; the rest
+ * belong to the control plane and the edge. Codes are stable: clients match on them.
+ */
+export const ERROR_STATUS = {
+    // spec 7, 400
+    invalid_source_id: 400,
+    invalid_signal_id: 400,
+    invalid_timestamp: 400,
+    invalid_token: 400,
+    invalid_severity: 400,
+    invalid_confidence: 400,
+    invalid_note: 400,
+    invalid_body: 400,
+    // spec 7 + DESIGN 4, 401
+    missing_signature: 401,
+    unknown_key: 401,
+    revoked_key: 401,
+    invalid_signature: 401,
+    stale_timestamp: 401,
+    replayed_nonce: 401,
+    // 409 and 429
+    idempotency_conflict: 409,
+    rate_limited: 429,
+    // control plane
+    invalid_request: 400,
+    invalid_manifest: 400,
+    invalid_public_key: 400,
+    unauthorized: 401,
+    forbidden: 403,
+    not_found: 404,
+    method_not_allowed: 405,
+    no_open_slot: 409,
+    key_not_tested: 409,
+    invalid_key_state: 409,
+    key_exists: 409,
+    already_exists: 409,
+    limit_exceeded: 409,
+    payload_too_large: 413,
+    // edge
+    overloaded: 503,
+    not_ready: 503,
+    internal_error: 500,
+};
+/** One error base for the HTTP boundary: a stable code, its status, a message. */
+export class ApiError extends Error {
+    code;
+    status;
+    /** Seconds, sent as `Retry-After` on 429 and 503. */
+    retryAfter;
+    constructor(code, message, options) {
+        // A refusal is an answer, not a fault: no stack trace. Capturing one cost more than
+        // the rest of a shed request under overload (tens of thousands per second).
+        const limit = Error.stackTraceLimit;
+        Error.stackTraceLimit = code === 'internal_error' ? limit : 0;
+        super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+        Error.stackTraceLimit = limit;
+        this.name = 'ApiError';
+        this.code = code;
+        this.status = ERROR_STATUS[code];
+        this.retryAfter = options?.retryAfter;
+    }
+}
+/** Spec section 2.4. */
+export const ErrorBody = Type.Object({
+    ok: Type.Literal(false),
+    error: Type.Object({
+        code: Type.String(),
+        message: Type.String(),
+        request_id: Type.String(),
+    }, { additionalProperties: false }),
+}, { additionalProperties: false });
+//# sourceMappingURL=api-error.js.map

@@ -1,0 +1,112 @@
+import { randomBytes } from 'node:crypto';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { startGateway } from './gateway/index.js';
+import { IngestErrorLog, IngestPipeline, openJournal, VerifyPool } from './pipeline/index.js';
+import { Registry, RegistryFile } from './registry/index.js';
+/** Spec 5.2: nonces expire after 10 minutes. */
+const NONCE_WINDOW_MS = 10 * 60_000;
+/** The admin token: from the environment, else the one kept in DATA_DIR, else a new one. */
+async function adminToken(config, dataDir) {
+    if (config.ADMIN_TOKEN !== '')
+        return { token: config.ADMIN_TOKEN, file: undefined };
+    const file = join(dataDir, 'admin-token');
+    try {
+        return { token: (await readFile(file, 'utf8')).trim(), file };
+    }
+    catch (err) {
+        if (err.code !== 'ENOENT')
+            throw err;
+    }
+    const token = `sgw_admin_${randomBytes(32).toString('base64url')}`;
+    await writeFile(file, `${token}\n`, { mode: 0o600, flag: 'wx' });
+    return { token, file };
+}
+/** Opens every backend of the embedded deployment and starts the gateway on top. */
+export async function startService(config, logger) {
+    const dataDir = resolve(config.DATA_DIR);
+    await mkdir(dataDir, { recursive: true, mode: 0o700 });
+    const admin = await adminToken(config, dataDir);
+    if (admin.file !== undefined)
+        logger.info({ file: admin.file }, 'admin token is in this file');
+    const registry = await Registry.open(new RegistryFile(dataDir), admin.token);
+    const dedupWindowMs = config.DEDUP_WINDOW_S * 1000;
+    // The pipeline's own dedup index decides before every append and is rebuilt from the
+    // journal on start, so the journal keeps no second copy of the window in memory. The
+    // dedup id is still written with each record, for consumers and the JetStream backend.
+    const signalLog = await openJournal({
+        dir: join(dataDir, 'journal'),
+        fsync: config.JOURNAL_FSYNC,
+        fsyncIntervalMs: config.JOURNAL_FSYNC_INTERVAL_MS,
+        dedupWindowMs: 0,
+    });
+    // Diagnostics only: never synced per record, old segments dropped, no dedup.
+    const errorLog = await openJournal({
+        dir: join(dataDir, 'ingest-errors'),
+        fsync: 'never',
+        segmentBytes: 8 * 1024 * 1024,
+        maxSegments: 4,
+        dedupWindowMs: 0,
+    });
+    let logFailed = false;
+    const pool = new VerifyPool({
+        threads: config.VERIFY_THREADS,
+        batchSize: config.VERIFY_BATCH,
+        queueLimit: config.VERIFY_QUEUE_LIMIT,
+        maxWaitMs: config.VERIFY_MAX_WAIT_MS,
+    });
+    const pipeline = new IngestPipeline({
+        log: signalLog,
+        pool,
+        registry,
+        now: Date.now,
+        nonceWindowMs: NONCE_WINDOW_MS,
+        maxLiveNonces: config.NONCE_STORE_MAX,
+        dedupWindowMs,
+        flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
+        onWarning: (message, err) => logger.warn({ err }, message),
+        onLogFailure: (err) => {
+            // The journal refuses every append after a failed write or fsync (a retry could
+            // claim durability that does not exist): stop reporting ready so traffic moves away.
+            logFailed = true;
+            logger.fatal({ err }, 'signal log failed; restart the process to reopen it');
+        },
+    });
+    const errors = new IngestErrorLog(errorLog, {
+        perSource: config.INGEST_ERRORS_PER_SOURCE,
+        onWriteError: (err) => logger.warn({ err }, 'ingest error record not written'),
+    });
+    const started = Date.now();
+    const restored = await pipeline.rebuild();
+    for (const n of await errors.load(Date.now() - NONCE_WINDOW_MS))
+        pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time);
+    logger.info({ restored_signals: restored, nonces: pipeline.liveNonces, ms: Date.now() - started, journal: signalLog.info() }, 'state rebuilt from the journal');
+    const sweeper = setInterval(() => pipeline.sweep(), 5_000).unref();
+    const gateway = await startGateway({
+        host: config.HOST,
+        port: config.PORT,
+        publicBaseUrl: config.PUBLIC_BASE_URL,
+        bodyTimeoutMs: config.BODY_TIMEOUT_MS,
+        registry,
+        pipeline,
+        pool,
+        errors,
+        logger,
+        isReady: () => !logFailed,
+    });
+    logger.info({ port: gateway.port, data_dir: dataDir, verify_threads: pool.threads, fsync: config.JOURNAL_FSYNC }, 'gateway listening');
+    let stopping;
+    return {
+        port: gateway.port,
+        adminTokenFile: admin.file,
+        stop: () => (stopping ??= (async () => {
+            await gateway.drain(config.SHUTDOWN_GRACE_MS);
+            clearInterval(sweeper);
+            await pool.close();
+            await registry.settle();
+            await signalLog.close();
+            await errorLog.close();
+        })()),
+    };
+}
+//# sourceMappingURL=service.js.map

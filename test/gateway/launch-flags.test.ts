@@ -1,0 +1,36 @@
+import { readFile } from 'node:fs/promises'
+import t from 'tap'
+import { missingNodeFlags, NODE_FLAGS } from '../../config/node-flags.js'
+
+/**
+ * The V8 flags cannot be set from inside the process, so every launcher repeats them:
+ * these checks keep `npm start` and the systemd unit in step with config/node-flags.ts
+ * (the test and benchmark launchers import NODE_FLAGS directly).
+ */
+
+const root = new URL('../../', import.meta.url)
+
+/** The flags between `node` and `dist/main.js` in a command line. */
+function nodeFlagsOf(command: string): string[] {
+  const m = /(?:^|\s)(?:\S*\/)?node((?:\s+--\S+)*)\s+dist\/main\.js\b/.exec(command)
+  if (m === null) throw new Error(`no "node … dist/main.js" in ${command}`)
+  return (m[1] as string).trim().split(/\s+/).filter((f) => f !== '')
+}
+
+t.test('npm start passes exactly the flags of NODE_FLAGS', async (t) => {
+  const pkg = JSON.parse(await readFile(new URL('package.json', root), 'utf8')) as { scripts: Record<string, string> }
+  t.same(nodeFlagsOf(pkg.scripts['start'] as string), NODE_FLAGS)
+})
+
+t.test('the systemd unit passes exactly the flags of NODE_FLAGS', async (t) => {
+  const unit = await readFile(new URL('deploy/signal-ingest-gateway.service', root), 'utf8')
+  const execStart = unit.split('\n').find((line) => line.startsWith('ExecStart='))
+  t.ok(execStart, 'the unit has an ExecStart line')
+  t.same(nodeFlagsOf((execStart as string).slice('ExecStart='.length)), NODE_FLAGS)
+})
+
+t.test('missingNodeFlags names what a launch left out', async (t) => {
+  t.same(missingNodeFlags([]), NODE_FLAGS)
+  t.same(missingNodeFlags([...NODE_FLAGS, '--inspect']), [])
+  t.ok(NODE_FLAGS.length > 0)
+})
