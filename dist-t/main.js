@@ -1,5 +1,6 @@
 import { pino } from 'pino';
 import { ConfigError, describeConfig, loadConfig } from './config/index.js';
+import { missingNodeFlags } from './config/node-flags.js';
 import { startService } from './service.js';
 /** Process entry: configuration, logging, signals. `--help` lists every variable. */
 async function main() {
@@ -19,6 +20,10 @@ async function main() {
         throw err;
     }
     const logger = pino({ level: config.LOG_LEVEL, base: { service: 'signal-ingest-gateway' } });
+    const missing = missingNodeFlags();
+    if (missing.length > 0) {
+        logger.warn({ missing }, 'started without the V8 flags of `npm start`: expect longer latency tails (config/node-flags.ts)');
+    }
     const service = await startService(config, logger);
     let stopping = false;
     const stop = (signal) => {

@@ -45,8 +45,8 @@ export class LatencyHistogram {
     }
   }
 
-  recordNs(ns: bigint): void {
-    const us = Number(ns) / 1000
+  recordMs(ms: number): void {
+    const us = ms * 1000
     this.counts[bucketOf(us)]! += 1
     this.total++
     if (us > this.maxUs) this.maxUs = us

@@ -18,16 +18,54 @@ export interface ParsedResponse {
 export interface ConnectionHandler {
   /** The connection is open and has nothing in flight. */
   ready(conn: Connection): void
-  response(conn: Connection, res: ParsedResponse, request: Buffer, startedAt: bigint): void
+  response(conn: Connection, res: ParsedResponse, request: Buffer, startedAt: number): void
   /** The socket closed with a request in flight: no answer will come. */
   dropped(conn: Connection, request: Buffer): void
   connectError(conn: Connection, err: Error): void
 }
 
 const HEAD_END = Buffer.from('\r\n\r\n', 'latin1')
-const CONTENT_LENGTH = /\r\ncontent-length:[ \t]*(\d+)/i
-const RETRY_AFTER = /\r\nretry-after:/i
-const CONNECTION_CLOSE = /\r\nconnection:[ \t]*close/i
+const CONTENT_LENGTH = Buffer.from('\r\ncontent-length:', 'latin1')
+const RETRY_AFTER = Buffer.from('\r\nretry-after:', 'latin1')
+const CONNECTION = Buffer.from('\r\nconnection:', 'latin1')
+const CLOSE = Buffer.from('close', 'latin1')
+const SP = 0x20
+const TAB = 0x09
+
+/** ASCII lower case of one byte. */
+const lower = (b: number) => (b >= 0x41 && b <= 0x5a ? b | 0x20 : b)
+
+/**
+ * Where the value of a header starts in `data[0, headEnd)` (after optional blanks), or
+ * -1. `name` is "\r\n" + the lower-case name + ":". Works on bytes: a response is
+ * parsed without creating a string, so the load generator's own garbage collection,
+ * which would count as the gateway's latency, stays rare.
+ */
+function headerValueAt(data: Buffer, headEnd: number, name: Buffer): number {
+  outer: for (let i = data.indexOf(0x0d); i >= 0 && i + name.length <= headEnd; i = data.indexOf(0x0d, i + 1)) {
+    for (let j = 0; j < name.length; j++) {
+      if (lower(data[i + j]!) !== name[j]) continue outer
+    }
+    let v = i + name.length
+    while (v < headEnd && (data[v] === SP || data[v] === TAB)) v++
+    return v
+  }
+  return -1
+}
+
+/** The decimal number at `at`, or NaN. */
+function numberAt(data: Buffer, at: number, end: number): number {
+  let n = 0
+  let digits = 0
+  for (let i = at; i < end && data[i]! >= 0x30 && data[i]! <= 0x39; i++, digits++) n = n * 10 + (data[i]! - 0x30)
+  return digits === 0 ? Number.NaN : n
+}
+
+function startsWithCaseless(data: Buffer, at: number, word: Buffer): boolean {
+  if (at < 0 || at + word.length > data.length) return false
+  for (let j = 0; j < word.length; j++) if (lower(data[at + j]!) !== word[j]) return false
+  return true
+}
 /** After a failed connect, wait before the next try so a refused port is not a busy loop. */
 const RECONNECT_DELAY_MS = 20
 
@@ -37,7 +75,7 @@ export class Connection {
   #socket: Socket | undefined
   #buffered: Buffer | undefined
   #request: Buffer | undefined
-  #startedAt = 0n
+  #startedAt = 0
   #connected = false
   #stopped = false
 
@@ -51,8 +89,8 @@ export class Connection {
     return this.#request !== undefined
   }
 
-  /** Writes `request`; `startedAt` (hrtime ns) is what latency is measured from. */
-  send(request: Buffer, startedAt: bigint): void {
+  /** Writes `request`; `startedAt` (performance.now() ms) is what latency is measured from. */
+  send(request: Buffer, startedAt: number): void {
     if (this.#socket === undefined || !this.#connected || this.#request !== undefined) throw new Error('connection is not ready')
     this.#request = request
     this.#startedAt = startedAt
@@ -103,8 +141,9 @@ export class Connection {
       this.#buffered = data
       return
     }
-    const head = data.toString('latin1', 0, headEnd)
-    const length = Number(CONTENT_LENGTH.exec(head)?.[1] ?? 0)
+    const lengthAt = headerValueAt(data, headEnd, CONTENT_LENGTH)
+    const length = lengthAt < 0 ? 0 : numberAt(data, lengthAt, headEnd)
+    if (Number.isNaN(length)) throw new Error(`response without a readable Content-Length: ${data.toString('latin1', 0, headEnd)}`)
     const total = headEnd + 4 + length
     if (data.length < total) {
       this.#buffered = data
@@ -115,12 +154,12 @@ export class Connection {
     const status = (data[9]! - 48) * 100 + (data[10]! - 48) * 10 + (data[11]! - 48)
     const res: ParsedResponse = {
       status,
-      retryAfter: status === 503 || status === 429 ? RETRY_AFTER.test(head) : false,
+      retryAfter: status === 503 || status === 429 ? headerValueAt(data, headEnd, RETRY_AFTER) >= 0 : false,
       text: status === 202 ? undefined : data.toString('utf8', 0, total),
     }
     const request = this.#request
     this.#request = undefined
-    const close = CONNECTION_CLOSE.test(head)
+    const close = startsWithCaseless(data, headerValueAt(data, headEnd, CONNECTION), CLOSE)
     if (close) {
       // Open the next connection now instead of waiting for the server's FIN: the
       // server would close anyway, and a request written in between would be lost.

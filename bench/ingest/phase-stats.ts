@@ -21,13 +21,13 @@ export class PhaseStats {
   exhausted = false
 
   /** Records one response; returns true when the request was shed unverified and may be sent again. */
-  record(res: ParsedResponse, startedAt: bigint, now: bigint): boolean {
+  record(res: ParsedResponse, startedAtMs: number, nowMs: number): boolean {
     const shed = res.status === 503 && res.text !== undefined && res.text.includes('"overloaded"')
     if (!this.inWindow) return shed
     const key = String(res.status)
     this.statuses[key] = (this.statuses[key] ?? 0) + 1
-    this.latency.recordNs(now - startedAt)
-    if (res.status === 202) this.acceptedLatency.recordNs(now - startedAt)
+    this.latency.recordMs(nowMs - startedAtMs)
+    if (res.status === 202) this.acceptedLatency.recordMs(nowMs - startedAtMs)
     else if (res.status === 503 && !res.retryAfter) this.shedWithoutRetryAfter++
     if (!shed && res.status !== 202 && this.unexpected.length < UNEXPECTED_SAMPLES) this.unexpected.push(res.text ?? `status ${res.status}`)
     return shed

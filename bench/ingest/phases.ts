@@ -37,12 +37,13 @@ class PhaseDriver implements ConnectionHandler {
   #running = false
   #stopping = false
   #inFlight = 0
-  #t0 = 0n
+  /** performance.now() at the start of the window: doubles, not hrtime bigints, so timing allocates nothing. */
+  #t0 = 0
   #windowMs = 0
   #onSettled: (() => void) | undefined
   #onIdleChange: (() => void) | undefined
-  // Open mode: offsets (ns from t0) of requests that are due and not yet sent.
-  #intervalNs = 0
+  // Open mode: offsets (ms from t0) of requests that are due and not yet sent.
+  #intervalMs = 0
   #scheduled = 0
   #total = 0
   #backlog = new Float64Array(0)
@@ -73,7 +74,7 @@ class PhaseDriver implements ConnectionHandler {
   /** Runs the phase; `started` is called when the clock starts. */
   async run(started: () => void): Promise<number> {
     this.#running = true
-    this.#t0 = process.hrtime.bigint()
+    this.#t0 = performance.now()
     this.stats.inWindow = true
     started()
     if (this.#spec.mode === 'closed') {
@@ -83,14 +84,14 @@ class PhaseDriver implements ConnectionHandler {
       await this.#until(() => this.#inFlight === 0, Date.now() + CLOSED_DRAIN_MS)
     } else {
       const rate = this.#spec.ratePerS ?? 1
-      this.#intervalNs = 1e9 / rate
+      this.#intervalMs = 1000 / rate
       this.#total = Math.max(1, Math.round((rate * this.#spec.durationMs) / 1000))
       this.#backlog = new Float64Array(this.#total)
       const timer = setInterval(() => this.#tick(), TICK_MS)
       const deadline = Date.now() + this.#spec.durationMs + OPEN_DRAIN_MS
       await this.#until(() => this.stats.exhausted || (this.#scheduled === this.#total && this.#head === this.#tail && this.#inFlight === 0), deadline)
       clearInterval(timer)
-      this.#windowMs = Math.min(this.#spec.durationMs, Number(process.hrtime.bigint() - this.#t0) / 1e6)
+      this.#windowMs = Math.min(this.#spec.durationMs, performance.now() - this.#t0)
       this.stats.unanswered = this.#total - this.#scheduled + (this.#tail - this.#head) + this.#inFlight
       this.stats.inWindow = false
       this.#stopping = true
@@ -107,9 +108,9 @@ class PhaseDriver implements ConnectionHandler {
     else this.#onIdleChange?.()
   }
 
-  response(_conn: Connection, res: ParsedResponse, request: Buffer, startedAt: bigint): void {
+  response(_conn: Connection, res: ParsedResponse, request: Buffer, startedAt: number): void {
     this.#inFlight--
-    if (this.stats.record(res, startedAt, process.hrtime.bigint())) {
+    if (this.stats.record(res, startedAt, performance.now())) {
       this.#pool.giveBack(request)
       this.stats.recycled++
     }
@@ -137,13 +138,13 @@ class PhaseDriver implements ConnectionHandler {
     }
     this.#inFlight++
     this.stats.sent++
-    conn.send(request, process.hrtime.bigint())
+    conn.send(request, performance.now())
   }
 
   /** Closed mode: stop counting and stop sending; what is in flight may still finish. */
   #endWindow(): void {
     if (this.#stopping) return
-    this.#windowMs = Number(process.hrtime.bigint() - this.#t0) / 1e6
+    this.#windowMs = performance.now() - this.#t0
     this.stats.inWindow = false
     this.#stopping = true
     this.#onSettled?.()
@@ -152,9 +153,9 @@ class PhaseDriver implements ConnectionHandler {
   /** Open mode: moves requests that have come due into the backlog, then hands them to idle connections. */
   #tick(): void {
     if (this.#stopping || this.stats.exhausted) return
-    const now = Number(process.hrtime.bigint() - this.#t0)
-    while (this.#scheduled < this.#total && this.#scheduled * this.#intervalNs <= now) {
-      this.#backlog[this.#tail++] = this.#scheduled * this.#intervalNs
+    const now = performance.now() - this.#t0
+    while (this.#scheduled < this.#total && this.#scheduled * this.#intervalMs <= now) {
+      this.#backlog[this.#tail++] = this.#scheduled * this.#intervalMs
       this.#scheduled++
     }
     while (this.#head < this.#tail && this.#idle.length > 0) {
@@ -165,7 +166,7 @@ class PhaseDriver implements ConnectionHandler {
         return
       }
       const conn = this.#idle.pop() as Connection
-      const due = this.#t0 + BigInt(Math.round(this.#backlog[this.#head++] as number))
+      const due = this.#t0 + (this.#backlog[this.#head++] as number)
       this.#inFlight++
       this.stats.sent++
       conn.send(request, due)

@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../../config/index.js';
+import { NODE_FLAGS } from '../../config/node-flags.js';
 import { GATEWAY_NODE_ARGS } from './options.js';
 /**
  * The gateway under test, as its own process (`dist/main.js`) on 127.0.0.1 with a
@@ -65,7 +66,7 @@ export async function startGateway(env = {}) {
     };
     // The gateway's own loader: the printed configuration is exactly what it will run with.
     const config = loadConfig(childEnv);
-    const proc = spawn(process.execPath, [...GATEWAY_NODE_ARGS, MAIN], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [...NODE_FLAGS, ...GATEWAY_NODE_ARGS, MAIN], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
     const lines = [];
     const keep = (chunk) => { if (process.env.GW_LOG) require_fs2().appendFileSync(process.env.GW_LOG, chunk);
         for (const line of chunk.toString('utf8').split('\n'))

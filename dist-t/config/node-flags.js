@@ -1,0 +1,18 @@
+/**
+ * The V8 flags the gateway process is started with. They cannot be set from inside
+ * the process (the heap is sized when it is created) nor through NODE_OPTIONS, so
+ * every launcher passes them: `npm start`, the systemd unit, and the tests and the
+ * benchmark that spawn `dist/main.js` (test/gateway/launch-flags.test.ts keeps those
+ * in step). `main.ts` warns when they are missing.
+ *
+ * --initial-old-space-size=128: V8 sets the old generation's next collection point
+ * from what survived the last full one, about 15 MB here, so after a burst the
+ * gateway ran a mark-compact every 200–400 ms, and each one stalled about 150
+ * requests behind its marking (on two cores the concurrent marker takes the verify
+ * worker's core). A 128 MB floor makes them rare: at half the peak rate p99 went from
+ * 12–28 ms to 8.8–10 ms, for 20–40 MB more RSS (README, Benchmark).
+ */
+export const NODE_FLAGS = ['--initial-old-space-size=128'];
+/** The flags of NODE_FLAGS this process was started without. */
+export const missingNodeFlags = (execArgv = process.execArgv) => NODE_FLAGS.filter((flag) => !execArgv.includes(flag));
+//# sourceMappingURL=node-flags.js.map
