@@ -1,6 +1,5 @@
 import { pino } from 'pino'
-import { ConfigError, describeConfig, loadConfig } from './config/index.js'
-import { missingNodeFlags } from './config/node-flags.js'
+import { ConfigError, describeConfig, loadConfig, missingNodeFlags } from './config/index.js'
 import { startService } from './service.js'
 
 /** Process entry: configuration, logging, signals. `--help` lists every variable. */

@@ -1,6 +1,8 @@
 import Type from 'typebox'
 import { Compile } from 'typebox/compile'
 
+export { missingNodeFlags, NODE_FLAGS } from './node-flags.js'
+
 /**
  * Configuration is declared once here: every variable, its default and its bounds.
  * The schema is closed; an unknown variable with one of our prefixes (OWN_PREFIXES)

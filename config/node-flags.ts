@@ -14,6 +14,14 @@
  */
 export const NODE_FLAGS: readonly string[] = ['--initial-old-space-size=128']
 
-/** The flags of NODE_FLAGS this process was started without. */
-export const missingNodeFlags = (execArgv: readonly string[] = process.execArgv): string[] =>
-  NODE_FLAGS.filter((flag) => !execArgv.includes(flag))
+/** A flag's name as V8 reads it: `--initial_old_space_size` and `--initial-old-space-size` are one flag. */
+const flagName = (arg: string) => arg.split('=')[0]!.replaceAll('_', '-')
+
+/**
+ * The flags of NODE_FLAGS this process was started without. A flag given with another
+ * value counts as given: an operator who sized the heap differently chose to.
+ */
+export function missingNodeFlags(execArgv: readonly string[] = process.execArgv): string[] {
+  const given = new Set(execArgv.map(flagName))
+  return NODE_FLAGS.filter((flag) => !given.has(flagName(flag)))
+}

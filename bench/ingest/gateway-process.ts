@@ -5,8 +5,7 @@ import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { loadConfig, type Config } from '../../config/index.js'
-import { NODE_FLAGS } from '../../config/node-flags.js'
+import { loadConfig, NODE_FLAGS, type Config } from '../../config/index.js'
 import { GATEWAY_NODE_ARGS } from './options.js'
 
 /**

@@ -61,6 +61,7 @@ function numberAt(data: Buffer, at: number, end: number): number {
   return digits === 0 ? Number.NaN : n
 }
 
+/** Whether `data` holds `word` (lower case) at `at`, in any letter case. */
 function startsWithCaseless(data: Buffer, at: number, word: Buffer): boolean {
   if (at < 0 || at + word.length > data.length) return false
   for (let j = 0; j < word.length; j++) if (lower(data[at + j]!) !== word[j]) return false
@@ -143,6 +144,8 @@ export class Connection {
     }
     const lengthAt = headerValueAt(data, headEnd, CONTENT_LENGTH)
     const length = lengthAt < 0 ? 0 : numberAt(data, lengthAt, headEnd)
+    // The gateway always sends a Content-Length: a response without one is a bug worth
+    // stopping the run for, not a zero-length body to guess.
     if (Number.isNaN(length)) throw new Error(`response without a readable Content-Length: ${data.toString('latin1', 0, headEnd)}`)
     const total = headEnd + 4 + length
     if (data.length < total) {

@@ -32,7 +32,7 @@ export class LoadGeneratorProcess {
     // The load generator's pauses would be measured as the gateway's latency, so it
     // collects its garbage before each timed window (--expose-gc, load-generator.ts) and
     // gets a young generation large enough that scavenges inside a window are rare.
-    const lg = new LoadGeneratorProcess(fork(ENTRY, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: ['--expose-gc', '--max-semi-space-size=64'] }))
+    const lg = new LoadGeneratorProcess(fork(ENTRY, [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv: [...process.execArgv, '--expose-gc', '--max-semi-space-size=64'] }))
     await lg.#request({ kind: 'init', port, sources, tag }, (m) => (m.kind === 'ready' ? true : undefined))
     return lg
   }

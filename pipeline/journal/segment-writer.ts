@@ -111,7 +111,10 @@ export class SegmentWriter {
       // write(2) runs here, on the event loop, and only the fdatasync goes to the thread
       // pool, as Redis does with its append-only file: copying a group of records into
       // the page cache takes microseconds, less than the hop to a pool thread and back,
-      // and each hop is a wake-up that waits for a core on a busy machine.
+      // and each hop is a wake-up that waits for a core on a busy machine (half-peak p99
+      // 17.4 → 14.8 ms in four paired runs). The price: a write that blocks (a disk so
+      // slow that the kernel throttles dirty pages) stalls the whole edge, shedding
+      // included, where before only appends waited.
       writeFullySync(this.#fh.fd, buf, start)
       if (sync) {
         // fdatasync, not fsync: it still flushes the file size the new records need

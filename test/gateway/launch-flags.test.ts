@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises'
 import t from 'tap'
-import { missingNodeFlags, NODE_FLAGS } from '../../config/node-flags.js'
+import { missingNodeFlags, NODE_FLAGS } from '../../config/index.js'
 
 /**
  * The V8 flags cannot be set from inside the process, so every launcher repeats them:
@@ -29,8 +29,11 @@ t.test('the systemd unit passes exactly the flags of NODE_FLAGS', async (t) => {
   t.same(nodeFlagsOf((execStart as string).slice('ExecStart='.length)), NODE_FLAGS)
 })
 
-t.test('missingNodeFlags names what a launch left out', async (t) => {
-  t.same(missingNodeFlags([]), NODE_FLAGS)
-  t.same(missingNodeFlags([...NODE_FLAGS, '--inspect']), [])
+t.test('missingNodeFlags names what a launch left out, by flag name', async (t) => {
   t.ok(NODE_FLAGS.length > 0)
+  t.same(missingNodeFlags([]), NODE_FLAGS)
+  t.same(missingNodeFlags(['--inspect']), NODE_FLAGS)
+  t.same(missingNodeFlags([...NODE_FLAGS, '--inspect']), [])
+  t.same(missingNodeFlags(['--initial_old_space_size=128']), [], 'V8 reads _ and - alike')
+  t.same(missingNodeFlags(['--initial-old-space-size=512']), [], 'another value is a choice, not an omission')
 })

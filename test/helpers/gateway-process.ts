@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { NODE_FLAGS } from '../../config/node-flags.js'
+import { NODE_FLAGS } from '../../config/index.js'
 
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
 

@@ -309,27 +309,42 @@ t.test('a dedup id that is not well-formed Unicode is refused with invalid_argum
   await t.rejects(log.append('x'.repeat(1025), bytes('x')), { code: 'invalid_argument' })
 })
 
-t.test('after a failed write every append rejects with log_io until the journal is reopened', async (t) => {
-  const { dir, open } = await journalDir(t)
-  // Fault injection at write(2): the journal writes records with fs.writeSync, and
-  // syncBuiltinESMExports makes the replacement visible to its named import.
-  const realWrite = fs.writeSync
-  let failNext = false
-  const failingWrite = function (this: unknown, ...args: unknown[]): number {
-    if (failNext) throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
-    return (realWrite as (...a: unknown[]) => number).apply(this, args)
+/**
+ * Replaces fs.writeSync, which the journal writes records with (syncBuiltinESMExports
+ * makes the replacement reach its named import), while `switch.on` is set. `decide`
+ * picks per call: the real write, a failure (ENOSPC), or a short write of half the
+ * bytes. Standard output and error (fd 1, 2) are always left alone.
+ */
+function injectWrite(t: TapTest, decide: (fd: number) => 'real' | 'fail' | 'short'): { on: boolean } {
+  const realWrite = fs.writeSync as (...a: unknown[]) => number
+  const control = { on: false }
+  const injected = function (this: unknown, ...args: unknown[]): number {
+    const fd = args[0] as number
+    const action = control.on && fd > 2 ? decide(fd) : 'real'
+    if (action === 'fail') throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
+    if (action === 'short') {
+      const [, buf, offset, length, position] = args as [number, Uint8Array, number, number, number]
+      return realWrite.call(this, fd, buf, offset, Math.max(1, Math.floor(length / 2)), position)
+    }
+    return realWrite.apply(this, args)
   }
-  fs.writeSync = failingWrite as typeof fs.writeSync
+  fs.writeSync = injected as typeof fs.writeSync
   syncBuiltinESMExports()
   t.teardown(() => {
-    fs.writeSync = realWrite
+    fs.writeSync = realWrite as typeof fs.writeSync
     syncBuiltinESMExports()
   })
+  return control
+}
+
+t.test('after a failed write every append rejects with log_io until the journal is reopened', async (t) => {
+  const { dir, open } = await journalDir(t)
+  const failNext = injectWrite(t, (fd) => (fd > 2 ? 'fail' : 'real'))
   const log = await open()
   await appendN(log, 3)
-  failNext = true
+  failNext.on = true
   const err = await log.append('id-4', bytes('x')).catch((e: unknown) => e)
-  failNext = false
+  failNext.on = false
   t.match(err, { code: 'log_io', name: 'LogError' })
   t.match((err as Error).cause, { code: 'ENOSPC' })
   await t.rejects(log.append('id-5', bytes('x')), { code: 'log_io' }, 'the writer stays failed')
@@ -338,6 +353,20 @@ t.test('after a failed write every append rejects with log_io until the journal 
   const again = await open()
   t.equal(again.info().lastSeq, 3)
   t.same(await again.append('id-4', bytes('x')), { seq: 4, duplicate: false })
+})
+
+t.test('a short write(2) is completed, not taken for the whole record', async (t) => {
+  const { open } = await journalDir(t)
+  const shortWrites = injectWrite(t, () => 'short')
+  const log = await open()
+  shortWrites.on = true
+  const results = await Promise.all([1, 2, 3].map((i) => log.append(`id-${i}`, bytes(`payload ${i} `.repeat(50)))))
+  shortWrites.on = false
+  t.same(results.map((r) => r.seq), [1, 2, 3])
+  await log.close()
+  const again = await open()
+  const records = await again.read({ fromSeq: 1 }, 10)
+  t.same(records.map((r) => Buffer.from(r.data).toString()), [1, 2, 3].map((i) => `payload ${i} `.repeat(50)))
 })
 
 t.test('every acknowledged append survives kill -9 of the writing process', async (t) => {

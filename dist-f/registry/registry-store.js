@@ -1,2 +1,0 @@
-export {};
-//# sourceMappingURL=registry-store.js.map

@@ -1,2 +1,0 @@
-export {};
-//# sourceMappingURL=records.js.map
