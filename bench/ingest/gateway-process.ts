@@ -37,7 +37,7 @@ export interface BenchGateway {
 }
 
 /** A port that was free a moment ago: bind port 0, read it, release it. */
-async function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
   const server = createServer()
   await new Promise<void>((resolve, reject) => server.once('error', reject).listen(0, '127.0.0.1', resolve))
   const address = server.address()

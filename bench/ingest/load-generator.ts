@@ -26,12 +26,13 @@ async function handle(message: ToLoadGenerator): Promise<void> {
       if (target === undefined) throw new Error('phase before init')
       const { spec } = message
       const signStart = performance.now()
-      const pool = await presigner.sign(target.port, target.sources, target.tag, spec.budget)
+      const port = spec.port ?? target.port
+      const pool = await presigner.sign(port, target.sources, target.tag, spec.budget)
       const signMs = performance.now() - signStart
       // The previous phase's requests and responses are garbage by now: a full
       // collection here, outside the window, keeps it from landing inside it.
       globalThis.gc?.()
-      const outcome = await runPhase(target.port, pool, spec, () => send({ kind: 'started', name: spec.name }))
+      const outcome = await runPhase(port, pool, spec, () => send({ kind: 'started', name: spec.name }))
       send({ kind: 'result', result: outcome.stats.result(spec, outcome.windowMs, pool.size, signMs, outcome.loadgenCpuMs) })
       return
     }

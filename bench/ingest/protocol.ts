@@ -22,6 +22,8 @@ export interface PhaseSpec {
   readonly ratePerS?: number
   /** Requests to pre-sign before the clock starts; running out ends the phase early. */
   readonly budget: number
+  /** Where to send, if not the gateway (the latency floor's server). */
+  readonly port?: number
 }
 
 export interface PhaseResult {

@@ -33,6 +33,22 @@ export function figures(result: PhaseResult, usage: WindowUsage): PhaseFigures {
   }
 }
 
+/** The latency floor's phase: only what the comparison needs. */
+export interface FloorFigures {
+  readonly result: PhaseResult
+  readonly p50: number
+  readonly p99: number
+}
+
+export function floorLines(f: FloorFigures): string[] {
+  const r = f.result
+  const latency = new LatencyHistogram(r.latency)
+  return [
+    `${r.name}: a bare uWS server in its own process (floor-server.ts), ${r.connections} connections, open loop paced at ${int(r.sent / (r.windowMs / 1000))}/s, ${(r.windowMs / 1000).toFixed(2)} s window`,
+    `  latency ms (from scheduled send time): p50 ${ms(f.p50)}, p99 ${ms(f.p99)}, p99.9 ${ms(latency.quantileMs(0.999))}, max ${ms(latency.quantileMs(1))}; unanswered ${int(r.unanswered)}`,
+  ]
+}
+
 export function phaseLines(f: PhaseFigures): string[] {
   const r = f.result
   const seconds = r.windowMs / 1000

@@ -5,7 +5,8 @@
  *
  *   node dist/bench/ingest/run.js [--sweep] [--connections=N] [--cpu-prof=DIR] [GATEWAY_VAR=value ...]
  *
- * Without --sweep: warm-up, peak (closed loop), half peak (open loop, paced),
+ * Without --sweep: warm-up, peak (closed loop), the latency floor (a bare uWS server
+ * paced at the half-peak rate, floor-server.ts), half peak (open loop, paced),
  * overload (2,000 connections); prints every phase, the targets, and last a line of
  * JSON. With --sweep: see sweep.ts. Parameters: options.ts.
  */
@@ -45,28 +46,32 @@ async function fullRun(ceilingBefore: number): Promise<void> {
     const warm = await s.phase(closedSpec('warm-up', CONNECTIONS, PHASE_MS.warmUp, ceilingBefore * WARM_UP_BUDGET_PER_CEILING))
     const peak = await s.phase(closedSpec('peak', CONNECTIONS, PHASE_MS.peak, peakBudgetRate(warm, ceilingBefore)))
     const halfRate = Math.max(1, Math.round(peak.acceptedPerS / 2))
-    const half = await s.phase({
+    const halfSpec = {
       name: 'half-peak',
       mode: 'open',
       connections: CONNECTIONS,
       durationMs: PHASE_MS.halfPeak,
       ratePerS: halfRate,
       budget: Math.ceil((halfRate * PHASE_MS.halfPeak) / 1000) + CONNECTIONS,
-    })
+    } as const
+    // Right before the half-peak phase, so that both see the same neighbours on the machine.
+    const floor = await s.floor({ ...halfSpec, name: 'latency floor' })
+    const half = await s.phase(halfSpec)
     const overloadRate = Math.max(peak.acceptedPerS, MIN_BUDGET_RATE) * OVERLOAD_BUDGET_PER_PEAK
     const overload = await s.phase(closedSpec('overload', overloadConnections, PHASE_MS.overload, overloadRate))
-    return { peak, half, overload, peakRssMb: s.sampler.peakMb }
+    return { peak, floor, half, overload, peakRssMb: s.sampler.peakMb }
   })
   print()
   const ceilingAfter = await ceiling('after')
   const verifyCeiling = Math.max(ceilingBefore, ceilingAfter)
-  const { peak, half, overload, peakRssMb } = phases
+  const { peak, floor, half, overload, peakRssMb } = phases
   const ratio = peak.acceptedPerS / verifyCeiling
   const overloadAccepted = new LatencyHistogram(overload.result.acceptedLatency)
   const overloadOthers = Object.entries(overload.result.statuses).filter(([s]) => s !== '202' && s !== '503')
   print()
   print(`summary: peak ${formatRate(peak.acceptedPerS)} accepted/s; verify ceiling ${formatRate(verifyCeiling)}/s (max of ${formatRate(ceilingBefore)} before, ${formatRate(ceilingAfter)} after); ratio ${ratio.toFixed(3)}`)
   print(`  half peak (${formatRate(half.result.sent / (half.result.windowMs / 1000))}/s paced): p50 ${formatMs(half.p50)} ms, p99 ${formatMs(half.p99)} ms, p99.9 ${formatMs(half.p999)} ms`)
+  print(`  latency floor at the same rate (bare uWS, same load generator, just before): p50 ${formatMs(floor.p50)} ms, p99 ${formatMs(floor.p99)} ms`)
   print(`  overload (${overload.result.connections} connections): 202 ${formatRate(overload.result.statuses['202'] ?? 0)}, 503 ${formatRate(overload.shed)}, accepted p99 ${formatMs(overload.p99)} ms; gateway peak RSS ${peakRssMb.toFixed(0)} MB`)
   print('targets (2-core machine, load generator included):')
   print(targetLine(`ratio >= ${TARGETS.ratio}`, ratio >= TARGETS.ratio, `${ratio.toFixed(3)} = ${formatRate(peak.acceptedPerS)} / ${formatRate(verifyCeiling)}`))

@@ -1,5 +1,7 @@
 import { availableParallelism } from 'node:os'
+import { LatencyHistogram } from './histogram.js'
 import { measureVerifyRate } from '../verify-ceiling.js'
+import { startFloorServer, type FloorServer } from './floor-process.js'
 import { startGateway, type BenchGateway } from './gateway-process.js'
 import { LoadGeneratorProcess } from './load-generator-process.js'
 import { filesystemOf } from './machine-info.js'
@@ -7,7 +9,7 @@ import { CEILING_MS, SOURCES } from './options.js'
 import { ProcessSampler } from './process-sampler.js'
 import type { PhaseSpec } from './protocol.js'
 import { provisionSources } from './provision.js'
-import { figures, formatRate, phaseLines, type PhaseFigures } from './report.js'
+import { figures, floorLines, formatRate, phaseLines, type FloorFigures, type PhaseFigures } from './report.js'
 import { acceptLatencyBuckets, bucketQuantile } from './gateway-metrics.js'
 
 /** One gateway with its sources and a load generator, and the phases run against it. */
@@ -35,6 +37,8 @@ export interface Session {
   readonly sampler: ProcessSampler
   /** Runs one phase and prints it; CPU and RSS cover the timed window only. */
   phase(spec: PhaseSpec): Promise<PhaseFigures>
+  /** Runs one open-loop phase against the latency floor's bare server (floor-server.ts) and prints it. */
+  floor(spec: PhaseSpec): Promise<FloorFigures>
 }
 
 function printGateway(gw: BenchGateway): void {
@@ -51,12 +55,15 @@ export async function withSession<T>(env: Record<string, string>, body: (s: Sess
   cleanups.add(stopGateway)
   const sampler = new ProcessSampler(gw.pid)
   let lg: LoadGeneratorProcess | undefined
+  let floorServer: FloorServer | undefined
   try {
     printGateway(gw)
     const sources = await provisionSources(gw, tag, SOURCES)
     print(`  ${SOURCES} sources provisioned, each with its own active Ed25519 key, max_rate 100000/s`)
     const started = await LoadGeneratorProcess.start(gw.port, sources, tag)
     lg = started
+    const floor = await startFloorServer()
+    floorServer = floor
     return await body({
       gw,
       sampler,
@@ -77,12 +84,19 @@ export async function withSession<T>(env: Record<string, string>, body: (s: Sess
         print(`  inside the gateway (its /metrics histogram, arrival to 202): p50 ${bound(0.5)}, p99 ${bound(0.99)}, p99.9 ${bound(0.999)}`)
         return f
       },
+      async floor(spec) {
+        const result = await started.phase({ ...spec, port: floor.port }, () => undefined)
+        const f = { result, p50: new LatencyHistogram(result.latency).quantileMs(0.5), p99: new LatencyHistogram(result.latency).quantileMs(0.99) }
+        for (const line of floorLines(f)) print(line)
+        return f
+      },
     })
   } catch (err) {
     const output = gw.output()
     if (output.length > 0) print(`gateway output (last ${output.length} lines):\n${output.join('\n')}`)
     throw err
   } finally {
+    floorServer?.stop()
     await lg?.close()
     sampler.stop()
     print(`gateway stopped: ${await gw.stop()}; DATA_DIR removed`)
