@@ -10,7 +10,7 @@
  * gateway ran a mark-compact every 200–400 ms, and each one stalled about 150
  * requests behind its marking (on two cores the concurrent marker takes the verify
  * worker's core). A 128 MB floor makes them rare: at half the peak rate p99 went from
- * 12–28 ms to 8.8–10 ms, for 20–40 MB more RSS (README, Benchmark).
+ * 12–28 ms to 8.7–10.4 ms in paired runs, for up to 40 MB more RSS (README, Benchmark).
  */
 export const NODE_FLAGS: readonly string[] = ['--initial-old-space-size=128']
 
