@@ -86,7 +86,8 @@ export async function withSession<T>(env: Record<string, string>, body: (s: Sess
       },
       async floor(spec) {
         const result = await started.phase({ ...spec, port: floor.port }, () => undefined)
-        const f = { result, p50: new LatencyHistogram(result.latency).quantileMs(0.5), p99: new LatencyHistogram(result.latency).quantileMs(0.99) }
+        const latency = new LatencyHistogram(result.latency)
+        const f = { result, p50: latency.quantileMs(0.5), p99: latency.quantileMs(0.99) }
         for (const line of floorLines(f)) print(line)
         return f
       },
