@@ -3,7 +3,6 @@
  */
 import { writeSync } from 'node:fs'
 import { open, rename, unlink } from 'node:fs/promises'
-import type { FileHandle } from 'node:fs/promises'
 
 /**
  * A new, renamed or deleted file is only durable once its directory is synced: the
@@ -18,18 +17,12 @@ export async function syncDir(dir: string): Promise<void> {
   }
 }
 
-/** `write(2)` may write less than asked (a full disk, a signal): loop until done. */
-export async function writeFully(fh: FileHandle, buf: Uint8Array, position: number): Promise<void> {
-  let done = 0
-  while (done < buf.length) {
-    const { bytesWritten } = await fh.write(buf, done, buf.length - done, position + done)
-    if (bytesWritten <= 0) throw new Error('write made no progress')
-    done += bytesWritten
-  }
-}
-
-/** `writeFully` on the calling thread, for writes small enough to beat a thread-pool round trip. */
-export function writeFullySync(fd: number, buf: Uint8Array, position: number): void {
+/**
+ * `write(2)` may write less than asked (a full disk, a signal): loop until done. On the
+ * calling thread: the writes here (a group of journal records, the registry file) are
+ * small enough that a thread-pool round trip would cost more than the copy.
+ */
+export function writeFully(fd: number, buf: Uint8Array, position: number): void {
   let done = 0
   while (done < buf.length) {
     const bytesWritten = writeSync(fd, buf, done, buf.length - done, position + done)
@@ -46,7 +39,7 @@ export async function replaceFileDurably(path: string, dir: string, data: Uint8A
   const tmp = `${path}.tmp`
   const fh = await open(tmp, 'w', mode)
   try {
-    await writeFully(fh, data, 0)
+    writeFully(fh.fd, data, 0)
     await fh.sync()
   } finally {
     await fh.close()

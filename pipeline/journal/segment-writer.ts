@@ -11,7 +11,7 @@
 import { open } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import type { FsyncPolicy } from '../log.js'
-import { syncDir, unlinkIfPresent, writeFullySync } from './durable-fs.js'
+import { syncDir, unlinkIfPresent, writeFully } from './durable-fs.js'
 import { ioError, LogError } from '../log-error.js'
 import { Segment } from './segment-file.js'
 
@@ -115,7 +115,7 @@ export class SegmentWriter {
       // 17.4 → 14.8 ms in four paired runs). The price: a write that blocks (a disk so
       // slow that the kernel throttles dirty pages) stalls the whole edge, shedding
       // included, where before only appends waited.
-      writeFullySync(this.#fh.fd, buf, start)
+      writeFully(this.#fh.fd, buf, start)
       if (sync) {
         // fdatasync, not fsync: it still flushes the file size the new records need
         // in order to be read back, but skips the mtime update, one less metadata write.
