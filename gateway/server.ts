@@ -42,15 +42,19 @@ export interface Gateway {
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const app = uws.App()
   const bodies = new BodyReader(options.bodyTimeoutMs)
-  const inFlight = new Set<Reply>()
+  // A count, not a set of replies: drain only needs to know when it reaches zero, and a
+  // set's add and delete per request would churn its hash table (garbage, some of it
+  // old-generation) on the hottest path.
+  let inFlight = 0
   let draining = false
   let drained: (() => void) | undefined
+  const finished = () => {
+    inFlight--
+    if (draining && inFlight === 0) drained?.()
+  }
   const track = (reply: Reply) => {
-    inFlight.add(reply)
-    reply.onFinish = () => {
-      inFlight.delete(reply)
-      if (draining && inFlight.size === 0) drained?.()
-    }
+    inFlight++
+    reply.onFinish = finished
   }
   const isDraining = () => draining
   const refusals = new Map<string, number>()
@@ -103,7 +107,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         liveNonces: options.pipeline.liveNonces,
         dedupEntries: options.pipeline.dedupEntries,
         journalLastSeq: options.pipeline.logLastSeq,
-        inFlightRequests: inFlight.size,
+        inFlightRequests: inFlight,
       }),
     )
   })
@@ -124,7 +128,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       drainPromise ??= (async () => {
         draining = true
         uws.us_listen_socket_close(listenSocket)
-        if (inFlight.size > 0) {
+        if (inFlight > 0) {
           await new Promise<void>((resolve) => {
             drained = resolve
             setTimeout(resolve, graceMs).unref()

@@ -19,7 +19,9 @@ export abstract class SignalLogBase implements SignalLog {
   #opening: Promise<void> | undefined
   #closing: Promise<void> | undefined
   #opened = false
-  readonly #inflight = new Set<Promise<unknown>>()
+  /** Operations under way: close waits for them. A count, not a set, so the hot path allocates no hash-table entries. */
+  #inflight = 0
+  #settled: (() => void) | undefined
 
   protected abstract onOpen(): Promise<void>
   protected abstract onAppend(dedupId: string, data: Uint8Array): Promise<AppendResult>
@@ -105,7 +107,7 @@ export abstract class SignalLogBase implements SignalLog {
     this.#state = 'closing'
     if (opening !== undefined) await opening.catch(() => undefined)
     // Appends already accepted finish (and become durable) before the files close.
-    while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight])
+    if (this.#inflight > 0) await new Promise<void>((resolve) => (this.#settled = resolve))
     try {
       if (this.#opened) await this.onClose()
     } finally {
@@ -125,12 +127,13 @@ export abstract class SignalLogBase implements SignalLog {
     } catch (err) {
       return Promise.reject(err)
     }
-    this.#inflight.add(p)
-    const forget = (): void => {
-      this.#inflight.delete(p)
-    }
-    p.then(forget, forget)
+    this.#inflight++
+    p.then(this.#done, this.#done)
     return p
+  }
+
+  readonly #done = (): void => {
+    if (--this.#inflight === 0) this.#settled?.()
   }
 }
 
