@@ -90,12 +90,18 @@ export class Connection {
     return this.#request !== undefined
   }
 
+  /** Connected with nothing in flight: `send` may be called. */
+  get ready(): boolean {
+    return this.#socket !== undefined && this.#connected && this.#request === undefined
+  }
+
   /** Writes `request`; `startedAt` (performance.now() ms) is what latency is measured from. */
   send(request: Buffer, startedAt: number): void {
-    if (this.#socket === undefined || !this.#connected || this.#request !== undefined) throw new Error('connection is not ready')
+    const socket = this.#socket
+    if (socket === undefined || !this.ready) throw new Error('connection is not ready')
     this.#request = request
     this.#startedAt = startedAt
-    this.#socket.write(request)
+    socket.write(request)
   }
 
   /** Closes for good: no reconnect, no further callbacks. */

@@ -129,7 +129,8 @@ class PhaseDriver implements ConnectionHandler {
   }
 
   #sendNext(conn: Connection): void {
-    if (this.#stopping) return
+    // An idle connection the server closed is reopening: its ready() call comes later.
+    if (this.#stopping || !conn.ready) return
     const request = this.#pool.take()
     if (request === undefined) {
       this.stats.exhausted = true
@@ -159,13 +160,15 @@ class PhaseDriver implements ConnectionHandler {
       this.#scheduled++
     }
     while (this.#head < this.#tail && this.#idle.length > 0) {
+      const conn = this.#idle.pop() as Connection
+      // Closed while idle (it reconnects and calls ready() again), or listed twice.
+      if (!conn.ready) continue
       const request = this.#pool.take()
       if (request === undefined) {
         this.stats.exhausted = true
         this.#onSettled?.()
         return
       }
-      const conn = this.#idle.pop() as Connection
       const due = this.#t0 + (this.#backlog[this.#head++] as number)
       this.#inFlight++
       this.stats.sent++

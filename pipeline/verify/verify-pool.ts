@@ -31,6 +31,8 @@ interface Waiter {
  * sits idle until the event loop has taken the results and sent the next batch; with
  * two, the next batch is already in its message queue.
  */
+/** Young generation of a verify worker's heap, in MB. */
+const VERIFY_WORKER_YOUNG_GENERATION_MB = 4
 const BATCHES_PER_WORKER = 2
 
 /** Thrown by `verify` once the pool is closing: the caller answers 503, not 500. */
@@ -90,6 +92,11 @@ export class VerifyPool {
       // Batches are dispatched only when a worker has room, so piscina's own queue stays short.
       maxQueue: this.#threads * 4,
       idleTimeout: Number.POSITIVE_INFINITY,
+      // The process's V8 flags size every isolate's young generation alike
+      // (config/node-flags.ts), but a verify worker allocates only its batches' small
+      // result arrays: capping it keeps the main thread's larger young generation from
+      // being repeated, as resident memory, in every worker.
+      resourceLimits: { maxYoungGenerationSizeMb: VERIFY_WORKER_YOUNG_GENERATION_MB },
     })
   }
 
