@@ -98,9 +98,14 @@ export class SignalDedup {
   /** Looks `id` up in `table` for this source; the hash lands in #idHash. */
   #find(table: DedupTable, source: number, id: string, now: number): Hit | undefined {
     hash64(id, source, this.#idHash)
-    const shard = table.index.shardOf(this.#idHash[0] as number)
+    return this.#findHash(table, source, this.#idHash, now)
+  }
+
+  /** Looks up an id already hashed (hash64 with this source as the seed). */
+  #findHash(table: DedupTable, source: number, hash: Uint32Array, now: number): Hit | undefined {
+    const shard = table.index.shardOf(hash[0] as number)
     const sources = (table.source[shard] as () => Uint32Array)()
-    const slot = (table.index.shards[shard] as ExpiringIndex).find(this.#idHash[0] as number, this.#idHash[1] as number, now, (s) => sources[s] === source)
+    const slot = (table.index.shards[shard] as ExpiringIndex).find(hash[0] as number, hash[1] as number, now, (s) => sources[s] === source)
     return slot < 0 ? undefined : { table, shard, slot }
   }
 
@@ -123,8 +128,11 @@ export class SignalDedup {
     this.#bySignal.index.expireSome(now, 16)
     this.#byIdempotencyKey.index.expireSome(now, 16)
     const separateKey = idempotencyKey !== undefined && idempotencyKey !== signalId ? idempotencyKey : undefined
+    // Signal ids and Idempotency-Keys are one namespace per source: each id this request
+    // claims is looked up both as a signal id ("\n") and as another signal's key ("\n\n").
     const pending =
       this.#inFlight.get(`${sourceId}\n${signalId}`) ??
+      this.#inFlight.get(`${sourceId}\n\n${signalId}`) ??
       (separateKey === undefined ? undefined : (this.#inFlight.get(`${sourceId}\n${separateKey}`) ?? this.#inFlight.get(`${sourceId}\n\n${separateKey}`)))
     if (pending !== undefined) return { kind: 'in_flight', settled: pending }
 
@@ -135,6 +143,10 @@ export class SignalDedup {
     this.#lastSignal = `${source}\n${signalId}`
     this.#lastSignalHash.set(this.#idHash)
     if (bySignal !== undefined && !this.#same(bySignal)) return { kind: 'conflict' }
+    // The table holds only keys that differ from their own signal's id, so a hit here is
+    // always another signal: this signal_id was already used as its Idempotency-Key.
+    const signalIdAsKey = this.#findHash(this.#byIdempotencyKey, source, this.#signalHash, now)
+    if (signalIdAsKey !== undefined && !this.#same(signalIdAsKey)) return { kind: 'conflict' }
     if (separateKey !== undefined) {
       // The key may be held under its own entry, or be another signal's own id.
       const byKey = this.#find(this.#byIdempotencyKey, source, separateKey, now) ?? this.#find(this.#bySignal, source, separateKey, now)

@@ -55,6 +55,28 @@ t.test('an Idempotency-Key retry with the identical body gets the deduplicated 2
   t.equal(retry.body.received_at, first.body.received_at)
 })
 
+t.test('a retry with an Idempotency-Key other than its signal_id and the identical body gets the deduplicated 202', async (t) => {
+  const p = payload(src.sourceId)
+  const key = `idem_retry_${Date.now()}`
+  const first = await push(gw, src.sign(p, { idempotencyKey: key }))
+  t.equal(first.status, 202)
+  const retry = await push(gw, src.sign(p, { idempotencyKey: key }))
+  t.equal(retry.status, 202)
+  t.equal(retry.body.deduplicated, true)
+  t.equal(retry.body.received_at, first.body.received_at)
+})
+
+t.test('a signal_id equal to an Idempotency-Key another signal used is refused with 409 idempotency_conflict', async (t) => {
+  const key = `idem_as_id_${Date.now()}`
+  t.equal((await push(gw, src.sign(payload(src.sourceId), { idempotencyKey: key }))).status, 202)
+  const reuse = { ...payload(src.sourceId), signal_id: key }
+  for (const headers of [{}, { idempotencyKey: key }]) {
+    const res = await push(gw, src.sign(reuse, headers))
+    t.equal(res.status, 409)
+    t.equal(res.body.error.code, 'idempotency_conflict')
+  }
+})
+
 t.test('a malformed Idempotency-Key is refused with 400 invalid_body', async (t) => {
   const res = await push(gw, src.sign(payload(src.sourceId), { idempotencyKey: 'bad key!' }))
   t.equal(res.status, 400)

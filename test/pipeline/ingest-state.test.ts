@@ -75,6 +75,24 @@ t.test('dedup: an Idempotency-Key equal to another signal_id conflicts with that
   t.equal(dedup.lookup('s', 'sig-A', 'sig-A', H1, 1).kind, 'replay')
 })
 
+t.test("dedup: a signal_id already used as another signal's Idempotency-Key conflicts with that signal", async (t) => {
+  const dedup = new SignalDedup({ windowMs: 20 * MIN })
+  dedup.remember('s', 'key-K', { bodySha256: H1, signalId: 'sig-A', receivedAtMs: 1, test: false }, 0)
+  t.equal(dedup.lookup('s', 'key-K', undefined, H2, 1).kind, 'conflict', 'without a key header')
+  t.equal(dedup.lookup('s', 'key-K', 'key-K', H2, 1).kind, 'conflict', 'with the key equal to the signal_id')
+  t.equal(dedup.lookup('s', 'key-K', 'key-K', H1, 1).kind, 'conflict', 'the same bytes under another signal_id are another signal')
+  t.equal(dedup.lookup('s', 'sig-A', 'key-K', H1, 1).kind, 'replay', 'the original retry is still a replay')
+  t.equal(dedup.lookup('other', 'key-K', undefined, H2, 1).kind, 'new', 'scoped per source')
+})
+
+t.test('dedup: a signal in flight blocks a request whose signal_id is its Idempotency-Key', async (t) => {
+  const dedup = new SignalDedup({ windowMs: 20 * MIN })
+  const release = dedup.reserve('s', 'sig-A', 'key-K')
+  t.equal(dedup.lookup('s', 'key-K', undefined, H1, 0).kind, 'in_flight')
+  release()
+  t.equal(dedup.lookup('s', 'key-K', undefined, H1, 0).kind, 'new')
+})
+
 t.test('dedup: a concurrent duplicate sees the reservation and waits for it', async (t) => {
   const dedup = new SignalDedup({ windowMs: 20 * MIN })
   const release = dedup.reserve('s', 'sig1', 'idem')
