@@ -140,10 +140,13 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
       },
       onBody: (body) => {
         const json = parseStrictJson(body)
-        const bodySourceId = json.ok && typeof json.value === 'object' && json.value !== null ? (json.value as Record<string, unknown>)['source_id'] : undefined
-        if (typeof bodySourceId === 'string' && bodySourceId !== urlSourceId) {
+        // Spec 4.1 puts the three source ids first: a body object whose source_id is
+        // missing, not a string or another id is refused before any crypto. A body that
+        // is not a JSON object has no source_id to compare; it fails later as invalid_body.
+        const isObject = json.ok && typeof json.value === 'object' && json.value !== null && !Array.isArray(json.value)
+        if (isObject && (json.value as Record<string, unknown>)['source_id'] !== urlSourceId) {
           giveBackSlot()
-          return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body does not match the URL and X-Svc-Source-Id'))
+          return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body must equal the source id in the URL and X-Svc-Source-Id'))
         }
         slotHeld = false
         const signed: SignedRequest = {

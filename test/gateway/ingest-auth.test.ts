@@ -138,6 +138,19 @@ t.test('nonces are scoped per source and key: the same nonce under another key i
   t.equal((await push(gw, other.sign(payload(other.sourceId), { nonce }))).status, 202)
 })
 
+t.test('nonces are scoped per key within one source: two keys of the same source may use the same nonce', async (t) => {
+  const own = await provision(gw)
+  const second = generateCreatorKey()
+  const reg = await call(gw.url, 'POST', `/v1/byo/sources/${own.sourceId}/keys`, { token: own.creatorToken, body: { public_key: second.publicKeyBase64 } })
+  t.equal(reg.status, 201)
+  const nonce = `same-source-nonce-${Date.now()}`
+  t.equal((await push(gw, own.sign(payload(own.sourceId), { nonce }))).status, 202, 'the active key')
+  const test = await push(gw, own.sign(payload(own.sourceId), { nonce, keyId: reg.body.data.key_id, key: second }))
+  t.equal(test.status, 202, 'the pending key, same nonce')
+  t.equal(test.body.test, true)
+  expectError(await push(gw, own.sign(payload(own.sourceId), { nonce, keyId: reg.body.data.key_id, key: second })), 401, 'replayed_nonce')
+})
+
 t.test('a nonce longer than 128 characters is refused as malformed with 401 missing_signature', async () => {
   expectError(await push(gw, src.sign(payload(src.sourceId), { nonce: 'x'.repeat(129) })), 401, 'missing_signature')
 })
@@ -154,6 +167,20 @@ t.test('body source_id different from the URL is refused with 400 invalid_source
 t.test('check precedence: a source id mismatch is reported before a bad signature', async () => {
   const signed = src.sign(payload('src_other'), { key: generateCreatorKey() })
   expectError(await push(gw, signed), 400, 'invalid_source_id')
+})
+
+t.test('check precedence: a body source_id that is missing, null or a number is refused before the signature', async (t) => {
+  for (const sourceId of [undefined, null, 7]) {
+    // Signed by a key the source does not have: a later check would answer 401.
+    const signed = src.sign(payload(src.sourceId, { source_id: sourceId }), { key: generateCreatorKey() })
+    expectError(await push(gw, signed), 400, 'invalid_source_id')
+  }
+})
+
+t.test('check precedence: a body without source_id reusing an accepted signal_id is a source id error, not a conflict', async (t) => {
+  const p = payload(src.sourceId)
+  t.equal((await push(gw, src.sign(p))).status, 202)
+  expectError(await push(gw, src.sign({ ...p, source_id: undefined })), 400, 'invalid_source_id')
 })
 
 t.test('check precedence: a stale timestamp is reported before a bad signature', async () => {
