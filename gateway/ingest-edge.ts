@@ -52,16 +52,18 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     reply.fail(error, close)
     parts.metrics.refused(error.code)
     if (error.status >= 500) {
-      // Shedding and shutdown are expected under load; only a fault is worth an error line.
+      // Shutdown and a full nonce store are expected under load; only a fault is worth an error line.
       if (error.code === 'internal_error') logger.error({ request_id: reply.requestId, err: error.cause ?? error }, 'ingest failed')
-      else logger.debug({ request_id: reply.requestId, code: error.code }, 'ingest shed')
-      return
+      else logger.debug({ request_id: reply.requestId, code: error.code }, 'ingest refused for now')
+    } else {
+      // One line per refusal only at debug: at info, a flood of junk would become a flood of
+      // log lines. Operators get a count per code each minute (refusalCounts); creators get
+      // the full list through ingest-errors.
+      logger.debug({ request_id: reply.requestId, source_id: ctx.sourceId, code: error.code, status: error.status }, 'ingest refused')
+      parts.refusals.set(error.code, (parts.refusals.get(error.code) ?? 0) + 1)
     }
-    // One line per refusal only at debug: at info, a flood of junk would become a flood of
-    // log lines. Operators get a count per code each minute (refusalCounts); creators get
-    // the full list through ingest-errors.
-    logger.debug({ request_id: reply.requestId, source_id: ctx.sourceId, code: error.code, status: error.status }, 'ingest refused')
-    parts.refusals.set(error.code, (parts.refusals.get(error.code) ?? 0) + 1)
+    // 5xx answers reach this list too (not_ready, a full nonce store, internal_error);
+    // only `shed` below, which answers before anything is parsed, stays out of it.
     if (ctx.sourceKnown) {
       parts.errors.record(
         ctx.sourceId,
