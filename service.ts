@@ -6,9 +6,8 @@ import type { Config } from './config/index.js'
 import { startGateway } from './gateway/index.js'
 import { IngestErrorLog, IngestPipeline, openJournal, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
+import { NONCE_WINDOW_MS } from './schemas/signal.js'
 
-/** Spec 5.2: nonces expire after 10 minutes. */
-const NONCE_WINDOW_MS = 10 * 60_000
 
 export interface RunningService {
   readonly port: number

@@ -3,6 +3,9 @@ import Type from 'typebox'
 /** Spec 5.2 and 8: the request timestamp against the server clock, and the payload ts against the request timestamp, either way. */
 export const MAX_SKEW_MS = 300_000
 
+/** Spec 5.2: a nonce is remembered per (source, key) for 10 minutes. */
+export const NONCE_WINDOW_MS = 600_000
+
 /** Whether two instants (ms) are within the 300 s skew of each other, either way, inclusive. */
 export const isWithinSkew = (a: number, b: number): boolean => Math.abs(a - b) <= MAX_SKEW_MS
 

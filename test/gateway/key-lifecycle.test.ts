@@ -51,6 +51,17 @@ t.test('a signal signed by a pending key is a test signal: 202 with test true', 
   t.type(keys.body.data[0].tested_at, 'string', 'the key is marked tested')
 })
 
+t.test('a retry of a test signal is a deduplicated 202 that still says test true', async (t) => {
+  const src = await provision(gw, { activate: false })
+  const p = payload(src.sourceId)
+  const first = await push(gw, src.sign(p))
+  const retry = await push(gw, src.sign(p))
+  t.equal(retry.status, 202)
+  t.equal(retry.body.test, true)
+  t.equal(retry.body.deduplicated, true)
+  t.equal(retry.body.received_at, first.body.received_at)
+})
+
 t.test('after a test signal the key is promoted to active and signs normal signals', async (t) => {
   const src = await provision(gw, { activate: false })
   await push(gw, src.sign(payload(src.sourceId)))

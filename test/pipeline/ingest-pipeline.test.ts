@@ -127,6 +127,37 @@ t.test('an accepted signal is in the log with the raw body, signature and signed
   t.equal(record!.dedupId, `${req.source.source_id}/${accepted.signal_id}`)
 })
 
+t.test('a pending key signs test signals: the record says test true, a normal accept says false', async (t) => {
+  const { verifier, pipeline, request, log, registry, source } = await setup(t)
+  const raw = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
+  const pendingKey = await registry.addKey(source.source_id, raw)
+  const testing = pipeline.process(request({ key: registry.key(source.source_id, pendingKey.key_id)! }))
+  const normal = pipeline.process(request())
+  await settle()
+  verifier.gates[0]!(true)
+  verifier.gates[1]!(true)
+  t.equal((await testing).test, true)
+  t.equal((await normal).test, undefined)
+  const records = await log.read({ fromSeq: 1 }, 10)
+  t.same(records.map((r) => JSON.parse(Buffer.from(r.data).toString()).test).sort(), [false, true])
+})
+
+t.test('revocation is forward-only: signals accepted before it stay in the log, the next is refused', async (t) => {
+  const { verifier, pipeline, request, log, registry, source, keyRecord } = await setup(t)
+  const before = pipeline.process(request())
+  await settle()
+  verifier.gates[0]!(true)
+  const accepted = await before
+  await registry.revokeKey(source.source_id, keyRecord.key_id)
+  const after = pipeline.process(request())
+  await settle()
+  verifier.gates[1]!(true)
+  await t.rejects(after, { code: 'revoked_key' })
+  const records = await log.read({ fromSeq: 1 }, 10)
+  t.equal(records.length, 1)
+  t.equal(JSON.parse(Buffer.from(records[0]!.data).toString()).signal_id, accepted.signal_id)
+})
+
 t.test('a body that is JSON but not an object is invalid_body, not invalid_signal_id', async (t) => {
   const { verifier, pipeline, request } = await setup(t)
   for (const value of [[], 'str', 42, null]) {

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { isWithinSkew, MAX_SKEW_MS } from '../../schemas/signal.js'
+import { isWithinSkew, MAX_SKEW_MS, NONCE_WINDOW_MS } from '../../schemas/signal.js'
 
 t.test('the skew allowance is 300 seconds either way, inclusive, to the millisecond', async (t) => {
   t.equal(MAX_SKEW_MS, 300_000)
@@ -8,4 +8,8 @@ t.test('the skew allowance is 300 seconds either way, inclusive, to the millisec
   t.equal(isWithinSkew(now, now + 300_000), true)
   t.equal(isWithinSkew(now, now - 300_001), false)
   t.equal(isWithinSkew(now, now + 300_001), false)
+})
+
+t.test('nonces are remembered for 10 minutes (the window the service gives the nonce store)', async (t) => {
+  t.equal(NONCE_WINDOW_MS, 600_000)
 })
