@@ -8,7 +8,6 @@ import { IngestErrorLog, IngestPipeline, openJournal, VerifyPool, type SignalLog
 import { Registry, RegistryFile } from './registry/index.js'
 import { NONCE_WINDOW_MS } from './schemas/signal.js'
 
-
 export interface RunningService {
   readonly port: number
   readonly adminTokenFile: string | undefined

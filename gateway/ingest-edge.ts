@@ -82,8 +82,12 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
 
   /** Sheds before any parsing: under overload the refusal itself must be the cheapest path. */
   const shed = (reply: Reply) => {
-    parts.metrics.refused(parts.isDraining() ? 'not_ready' : 'overloaded')
-    reply.fail(new ApiError(parts.isDraining() ? 'not_ready' : 'overloaded', parts.isDraining() ? 'the gateway is shutting down; retry' : 'verification queue is full; retry', { retryAfter: 1 }), parts.isDraining())
+    const draining = parts.isDraining()
+    const error = draining
+      ? new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
+      : new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 })
+    parts.metrics.refused(error.code)
+    reply.fail(error, draining)
   }
 
   return (res, req) => {

@@ -32,7 +32,6 @@ export interface SignedRequest {
   signalId: string | null
 }
 
-
 export interface IngestPipelineOptions {
   readonly log: SignalLog
   readonly pool: VerifyPool

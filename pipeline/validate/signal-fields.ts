@@ -12,8 +12,6 @@ import { isValidToken } from './token-address.js'
  */
 
 export const SIGNAL_ID_PATTERN = /^[A-Za-z0-9_:-]{8,128}$/
-/** Spec 8: payload ts against the request timestamp header, either direction. */
-export const MAX_TS_SKEW_MS = MAX_SKEW_MS
 export const NOTE_MAX_CODE_POINTS = 280
 /** User input quoted in an error message is cut to this many UTF-16 units. */
 const ECHO_MAX = 64
@@ -65,7 +63,7 @@ export function validateSignalFields(value: unknown, rules: SignalRules): FieldC
     return fail('invalid_timestamp', 'ts must be an ISO 8601 UTC timestamp such as 2025-01-31T12:00:00Z')
   }
   if (!isWithinSkew(emittedAtMs, rules.requestTimeMs)) {
-    return fail('invalid_timestamp', `ts must be within ${MAX_TS_SKEW_MS / 1000} seconds of X-Svc-Timestamp`)
+    return fail('invalid_timestamp', `ts must be within ${MAX_SKEW_MS / 1000} seconds of X-Svc-Timestamp`)
   }
   if (typeof token !== 'string' || !rules.chains.some((chain) => isValidToken(chain, token))) {
     return fail('invalid_token', `token is not a valid address on the declared chains (${rules.chains.join(', ')})`)

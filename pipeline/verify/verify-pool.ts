@@ -31,9 +31,9 @@ interface Waiter {
  * sits idle until the event loop has taken the results and sent the next batch; with
  * two, the next batch is already in its message queue.
  */
+const BATCHES_PER_WORKER = 2
 /** Young generation of a verify worker's heap, in MB. */
 const VERIFY_WORKER_YOUNG_GENERATION_MB = 4
-const BATCHES_PER_WORKER = 2
 
 /** Thrown by `verify` once the pool is closing: the caller answers 503, not 500. */
 export class PoolClosedError extends Error {
