@@ -2,6 +2,9 @@ import { pino } from 'pino'
 import { ConfigError, describeConfig, loadConfig, missingNodeFlags } from './config/index.js'
 import { startService } from './service.js'
 
+/** sysexits.h EX_TEMPFAIL: a restart is expected to fix it. */
+const EXIT_TEMPFAIL = 75
+
 /** Process entry: configuration, logging, signals. `--help` lists every variable. */
 async function main(): Promise<void> {
   if (process.argv.includes('--help')) {
@@ -25,14 +28,14 @@ async function main(): Promise<void> {
   }
   const service = await startService(config, logger)
   let stopping = false
-  const stop = (signal: string) => {
+  const stop = (reason: string, exitCode: number) => {
     if (stopping) return
     stopping = true
-    logger.info({ signal }, 'draining')
+    logger.info({ reason }, 'draining')
     service.stop().then(
       () => {
-        logger.info('stopped')
-        process.exit(0)
+        logger.info({ exit_code: exitCode }, 'stopped')
+        process.exit(exitCode)
       },
       (err: unknown) => {
         logger.error({ err }, 'shutdown failed')
@@ -40,8 +43,12 @@ async function main(): Promise<void> {
       },
     )
   }
-  process.on('SIGTERM', () => stop('SIGTERM'))
-  process.on('SIGINT', () => stop('SIGINT'))
+  process.on('SIGTERM', () => stop('SIGTERM', 0))
+  process.on('SIGINT', () => stop('SIGINT', 0))
+  // A failed journal write: drain (requests in flight get 503, none a false 202) and exit
+  // so the supervisor restarts the process (systemd unit: Restart=on-failure), whose
+  // recovery truncates the torn tail and rebuilds the state from what reached the disk.
+  void service.fatal.then(() => stop('signal log failure', EXIT_TEMPFAIL))
 }
 
 main().catch((err: unknown) => {

@@ -11,6 +11,12 @@ import { NONCE_WINDOW_MS } from './schemas/signal.js'
 export interface RunningService {
   readonly port: number
   readonly adminTokenFile: string | undefined
+  /**
+   * Settles with the error once the service cannot do its job without a restart: the
+   * signal log failed a write or fsync. The caller stops the service and exits non-zero,
+   * so the supervisor restarts it and recovery rebuilds from what reached the disk.
+   */
+  readonly fatal: Promise<Error>
   /** SIGTERM path: stop accepting, finish in-flight requests, flush the logs. */
   stop(): Promise<void>
 }
@@ -56,6 +62,8 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
     dedupWindowMs: 0,
   })
   let logFailed = false
+  let reportFatal: (err: Error) => void = () => undefined
+  const fatal = new Promise<Error>((resolve) => (reportFatal = resolve))
   const pool = new VerifyPool({
     threads: config.VERIFY_THREADS,
     batchSize: config.VERIFY_BATCH,
@@ -74,9 +82,12 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
     onWarning: (message, err) => logger.warn({ err }, message),
     onLogFailure: (err) => {
       // The journal refuses every append after a failed write or fsync (a retry could
-      // claim durability that does not exist): stop reporting ready so traffic moves away.
+      // claim durability that does not exist): stop reporting ready so traffic moves away,
+      // and have the process restarted, which recovers the journal from the disk.
+      if (logFailed) return
       logFailed = true
-      logger.fatal({ err }, 'signal log failed; restart the process to reopen it')
+      logger.fatal({ err }, 'signal log failed; stopping so that a restart recovers it')
+      reportFatal(err)
     },
   })
   const errors = new IngestErrorLog(errorLog, {
@@ -109,6 +120,7 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
   return {
     port: gateway.port,
     adminTokenFile: admin.file,
+    fatal,
     stop: () =>
       (stopping ??= (async () => {
         await gateway.drain(config.SHUTDOWN_GRACE_MS)

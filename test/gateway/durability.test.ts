@@ -1,7 +1,7 @@
 import t from 'tap'
 import { openJournal } from '../../pipeline/index.js'
 import { decodeSignalRecord } from '../../pipeline/index.js'
-import { payload, provision, push } from '../helpers/api.js'
+import { call, payload, provision, push } from '../helpers/api.js'
 import { startGateway } from '../helpers/gateway-process.js'
 
 /** Every record in the data folder's journal, read after the gateway is gone. */
@@ -92,4 +92,52 @@ t.test('the nonce of a refused but verified request is still refused after kill 
   const replay = await push(second, signed)
   t.equal(replay.status, 401)
   t.equal(replay.body.error.code, 'replayed_nonce')
+})
+
+t.test('a failed journal write gets 503 not_ready, never a false 202; the gateway exits 75 and a restart recovers', async (t) => {
+  // Writes past 256 KiB fail with EFBIG: the journal's segment hits it after a few hundred signals.
+  const first = await startGateway(t, { fileSizeLimitBytes: 256 * 1024 })
+  const src = await provision(first)
+  const accepted: Array<{ p: Record<string, unknown>; receivedAt: string }> = []
+  const refused: Array<{ p: Record<string, unknown>; status: number; code: string; retryAfter: string | null }> = []
+  // Four pushers until the first refusal: the others' requests in flight meet it too.
+  await Promise.all(
+    Array.from({ length: 4 }, async () => {
+      for (let i = 0; i < 2_000 && refused.length === 0; i++) {
+        const p = payload(src.sourceId, { note: 'x'.repeat(280) })
+        const res = await push(first, src.sign(p)).catch(() => undefined)
+        if (res === undefined) return // the gateway closed the connection on its way out
+        if (res.status === 202) accepted.push({ p, receivedAt: res.body.received_at })
+        else refused.push({ p, status: res.status, code: res.body?.error?.code, retryAfter: res.headers.get('retry-after') })
+      }
+    }),
+  )
+  t.ok(accepted.length > 20, `${accepted.length} signals were accepted before the write failed`)
+  t.ok(refused.length > 0, 'the failed write was answered')
+  t.same([...new Set(refused.map((r) => `${r.status} ${r.code}`))], ['503 not_ready'], 'every refusal is 503 not_ready, never 500')
+  t.ok(refused.every((r) => r.retryAfter !== null), 'each with Retry-After')
+  const exit = await Promise.race([first.exited(), new Promise((r) => setTimeout(() => r('still running after 15 s'), 15_000).unref())])
+  t.same(exit, { code: 75, signal: null }, 'the gateway drains and exits 75 (EX_TEMPFAIL) for its supervisor to restart it')
+  t.ok(first.output.some((l) => l.includes('signal log failed')), 'after a fatal log line')
+
+  const records = (await journalSignals(first.dataDir)).filter((r) => r.source_id === src.sourceId)
+  const ids = new Set(records.map((r) => r.signal_id))
+  t.same(accepted.filter((a) => !ids.has(a.p.signal_id as string)), [], 'every 202ed signal is in the journal')
+  t.equal(records.length, ids.size, 'none twice')
+
+  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  const last = accepted[accepted.length - 1]!
+  const dedup = await push(second, src.sign(last.p))
+  t.match(dedup, { status: 202, body: { deduplicated: true, received_at: last.receivedAt } }, 'after the restart the last 202ed signal is deduplicated, with its received_at')
+  // A 503 promises nothing either way: the records of a group whose write failed halfway
+  // may be whole on disk, and then recovery keeps them. A retry is accepted once.
+  for (const r of refused) {
+    const retry = await push(second, src.sign(r.p))
+    const kept = ids.has(r.p.signal_id as string)
+    t.match(retry, { status: 202, body: { deduplicated: kept ? true : undefined } }, `a retry of a refused signal ${kept ? 'kept by recovery is deduplicated' : 'is accepted as new'}`)
+  }
+
+  const list = await call(second.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors`, { token: src.creatorToken })
+  const listed = list.body.data.find((e: { signal_id: string }) => e.signal_id === refused[0]!.p.signal_id)
+  t.match(listed, { status: 503, code: 'not_ready', key_id: src.keyId }, 'the 503 is in the source ingest-error list')
 })

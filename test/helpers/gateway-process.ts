@@ -29,11 +29,20 @@ interface Teardown {
  * child process on a random port with a throwaway data folder, and stops it when the
  * test ends. Pass `dataDir` to restart on the same state.
  */
-export async function startGateway(t: Teardown, options: { dataDir?: string; env?: Record<string, string>; adminToken?: string } = {}): Promise<GatewayProcess> {
+export async function startGateway(
+  t: Teardown,
+  options: { dataDir?: string; env?: Record<string, string>; adminToken?: string; fileSizeLimitBytes?: number } = {},
+): Promise<GatewayProcess> {
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'sgw-test-')))
   if (options.dataDir === undefined) t.teardown(() => rm(dataDir, { recursive: true, force: true }))
   const adminToken = options.adminToken ?? `admin_${randomBytes(16).toString('hex')}`
-  const proc = spawn(process.execPath, [...NODE_FLAGS, MAIN], {
+  // RLIMIT_FSIZE (util-linux prlimit) makes a write past that size fail with EFBIG, a
+  // real failed write of the journal without filling a disk. Node ignores SIGXFSZ, but
+  // tap preloads its process-info hook into children through NODE_OPTIONS, and that
+  // hook (signal-exit) catches SIGXFSZ and re-raises it: `env -u` leaves it out.
+  const command = [process.execPath, ...NODE_FLAGS, MAIN]
+  if (options.fileSizeLimitBytes !== undefined) command.unshift('env', '-u', 'NODE_OPTIONS', 'prlimit', `--fsize=${options.fileSizeLimitBytes}`, '--')
+  const proc = spawn(command[0]!, command.slice(1), {
     env: { PATH: process.env['PATH'] ?? '', PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_TOKEN: adminToken, LOG_LEVEL: 'info', ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   })
