@@ -11,16 +11,7 @@ async function main(): Promise<void> {
     process.stdout.write(`Signal ingest gateway. Environment variables:\n${describeConfig()}\n`)
     return
   }
-  let config
-  try {
-    config = loadConfig()
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`configuration error: ${err.message}\n`)
-      process.exit(78) // EX_CONFIG
-    }
-    throw err
-  }
+  const config = loadConfig()
   const logger = pino({ level: config.LOG_LEVEL, base: { service: 'signal-ingest-gateway' } })
   const missing = missingNodeFlags()
   if (missing.length > 0) {
@@ -52,6 +43,12 @@ async function main(): Promise<void> {
 }
 
 main().catch((err: unknown) => {
+  // A configuration error (a variable, or the admin-token file) exits 78, EX_CONFIG: the
+  // systemd unit does not restart it, since a restart would not fix it.
+  if (err instanceof ConfigError) {
+    process.stderr.write(`configuration error: ${err.message}\n`)
+    process.exit(78)
+  }
   process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`)
   process.exit(1)
 })

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto'
-import { mkdir, readFile, writeFile } from 'node:fs/promises'
+import { mkdir, readFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
-import type { Config } from './config/index.js'
+import { ConfigError, isUsableAdminToken, type Config } from './config/index.js'
 import { startGateway } from './gateway/index.js'
-import { IngestErrorLog, IngestPipeline, openJournal, VerifyPool, type SignalLog } from './pipeline/index.js'
+import { IngestErrorLog, IngestPipeline, openJournal, replaceFileDurably, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
 import { NONCE_WINDOW_MS } from './schemas/signal.js'
 
@@ -25,13 +25,20 @@ export interface RunningService {
 async function adminToken(config: Config, dataDir: string): Promise<{ token: string; file: string | undefined }> {
   if (config.ADMIN_TOKEN !== '') return { token: config.ADMIN_TOKEN, file: undefined }
   const file = join(dataDir, 'admin-token')
+  let kept: string | undefined
   try {
-    return { token: (await readFile(file, 'utf8')).trim(), file }
+    kept = (await readFile(file, 'utf8')).trim()
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
   }
+  if (kept !== undefined) {
+    // An empty or edited file would otherwise become an admin token nobody can use, or anybody can guess.
+    if (!isUsableAdminToken(kept)) throw new ConfigError(`${file} does not hold a usable admin token: delete it to have a new one generated, or set ADMIN_TOKEN`)
+    return { token: kept, file }
+  }
   const token = `sgw_admin_${randomBytes(32).toString('base64url')}`
-  await writeFile(file, `${token}\n`, { mode: 0o600, flag: 'wx' })
+  // Written whole or not at all (temporary file, fsync, rename), so a crash cannot leave it empty.
+  await replaceFileDurably(file, dataDir, Buffer.from(`${token}\n`), 0o600)
   return { token, file }
 }
 

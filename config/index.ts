@@ -12,7 +12,7 @@ const Env = {
   PORT: { type: 'int', default: 8080, min: 0, max: 65535, help: 'TCP port to listen on (0 picks a free one)' },
   HOST: { type: 'string', default: '0.0.0.0', help: 'address to bind' },
   DATA_DIR: { type: 'string', default: './data', help: 'folder holding the journal and the registry' },
-  ADMIN_TOKEN: { type: 'string', default: '', help: 'admin bearer token; generated into DATA_DIR/admin-token when empty' },
+  ADMIN_TOKEN: { type: 'string', default: '', help: 'admin bearer token, at least 32 visible ASCII characters; generated into DATA_DIR/admin-token when empty' },
   PUBLIC_BASE_URL: { type: 'string', default: '', help: 'base URL used in ingest_endpoint; default http://localhost:<bound port>' },
   LOG_LEVEL: { type: 'enum', default: 'info', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], help: 'pino log level' },
   JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (see README)' },
@@ -40,6 +40,14 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
 const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'ADMIN_', 'PUBLIC_BASE']
+
+/**
+ * An admin token must be guessable by nobody and sendable as `Bearer <token>`: at least
+ * 32 characters (a generated one has 53), visible ASCII, no spaces.
+ */
+export function isUsableAdminToken(token: string): boolean {
+  return /^[\x21-\x7e]{32,}$/.test(token)
+}
 
 export class ConfigError extends Error {
   readonly code = 'invalid_config'
@@ -95,6 +103,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`${name}=${JSON.stringify(env[name] ?? '')} is not valid: ${spec?.help ?? first?.message}${hint}`)
   }
   const config = out as Config
+  if (config.ADMIN_TOKEN !== '' && !isUsableAdminToken(config.ADMIN_TOKEN)) {
+    throw new ConfigError(`ADMIN_TOKEN is not valid: ${Env.ADMIN_TOKEN.help} (got ${config.ADMIN_TOKEN.length} characters)`)
+  }
   // An empty PUBLIC_BASE_URL becomes http://localhost:<bound port> once the gateway listens.
   if (config.PUBLIC_BASE_URL !== '' && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(config.PUBLIC_BASE_URL)) {
     throw new ConfigError(`PUBLIC_BASE_URL=${JSON.stringify(config.PUBLIC_BASE_URL)} is not valid: give an http(s) URL such as https://ingest.example.com`)

@@ -16,9 +16,12 @@ export const CreateAgentRequest = Type.Object(
 )
 export type CreateAgentRequest = Type.Static<typeof CreateAgentRequest>
 
-/** The manifest and listing are checked by their own schemas, so a bad manifest gets invalid_manifest. */
+/**
+ * The manifest and listing are checked by their own schemas, so a bad manifest, a
+ * missing one included, gets invalid_manifest (the route requires it).
+ */
 export const CreateSourceRequest = Type.Object(
-  { agent_id: ClientId, manifest: Type.Unknown(), listing: Type.Optional(Type.Unknown()) },
+  { agent_id: ClientId, manifest: Type.Optional(Type.Unknown()), listing: Type.Optional(Type.Unknown()) },
   { additionalProperties: false },
 )
 export type CreateSourceRequest = Type.Static<typeof CreateSourceRequest>

@@ -33,6 +33,7 @@ export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => stri
     if (agent === undefined || (principal.role !== 'admin' && agent.creator_id !== principal.subject)) {
       throw new ApiError('not_found', 'no such agent')
     }
+    if (input.manifest === undefined) throw new ApiError('invalid_manifest', 'manifest is required')
     const manifest = checkManifest(input.manifest)
     if (!manifest.ok) throw new ApiError('invalid_manifest', manifest.problem)
     const listing = checkListing(input.listing ?? { public_receipts: false })

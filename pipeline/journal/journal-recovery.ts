@@ -181,11 +181,13 @@ async function recoverTail(
         visit(r.dedupId, r.seq, r.time)
       },
     })
-    if (res.end === fileSize) return { handle: fh }
-    await fh.truncate(res.end)
-    // The cut must be on disk before new records are written after it.
+    const torn = res.end !== fileSize
+    if (torn) await fh.truncate(res.end)
+    // Synced whether or not it was cut: the cut must be on disk before new records follow
+    // it, and records written before a crash but never synced (their clients got no 202)
+    // are kept and answered as deduplicated on a retry, which promises durability.
     await fh.datasync()
-    return { handle: fh, truncated: { path: seg.path, offset: res.end, problem: res.problem ?? 'trailing bytes' } }
+    return torn ? { handle: fh, truncated: { path: seg.path, offset: res.end, problem: res.problem ?? 'trailing bytes' } } : { handle: fh }
   } catch (err) {
     await fh.close().catch(() => undefined)
     throw ioError(`recovering ${seg.path}`, err)

@@ -58,7 +58,9 @@ t.test('a source registration returns the source id and the ingest endpoint', as
 
 t.test('a bad manifest is refused with 400 invalid_manifest naming the field', async (t) => {
   const src = await provision(gw, { slots: 5 })
-  const cases: Array<[Record<string, unknown>, RegExp]> = [
+  const cases: Array<[unknown, RegExp]> = [
+    [undefined, /manifest is required/],
+    [null, /manifest/],
     [{ ...MANIFEST, severity_levels: [] }, /severity_levels/],
     [{ ...MANIFEST, severity_levels: ['a', 'a'] }, /severity_levels/],
     [{ ...MANIFEST, max_rate: { rate: 10, per: 'day' } }, /max_rate\.per/],

@@ -1,5 +1,6 @@
 import { spawnSync } from 'node:child_process'
-import { readFile, stat } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
@@ -19,7 +20,7 @@ t.test('healthz says alive and readyz says ready', async (t) => {
 })
 
 t.test('a bad variable stops the start with a message naming it', async (t) => {
-  for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2']] as const) {
+  for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2'], ['ADMIN_TOKEN', 'short-admin-token'], ['ADMIN_TOKEN', `${'a'.repeat(20)} ${'b'.repeat(20)}`]] as const) {
     const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], [name]: value, DATA_DIR: '/nonexistent/never' }, encoding: 'utf8', timeout: 20_000 })
     t.equal(run.status, 78, `${name}=${value} exits with EX_CONFIG`)
     t.match(run.stderr, name, `the message names ${name}`)
@@ -34,6 +35,17 @@ t.test('without ADMIN_TOKEN a token is generated into DATA_DIR/admin-token (mode
   t.ok(gw.output.some((l) => l.includes(file)), 'the log says where it is')
   const res = await call(gw.url, 'POST', '/v1/admin/tokens', { token, body: { role: 'creator', subject: 'c' } })
   t.equal(res.status, 201)
+})
+
+t.test('an empty or too short DATA_DIR/admin-token stops the start instead of becoming the admin token', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sgw-test-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  for (const content of ['', '\n', 'too-short\n']) {
+    await writeFile(join(dir, 'admin-token'), content)
+    const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], PORT: '0', DATA_DIR: dir }, encoding: 'utf8', timeout: 20_000 })
+    t.equal(run.status, 78, `${JSON.stringify(content)} exits with EX_CONFIG`)
+    t.match(run.stderr, /admin-token does not hold a usable admin token: delete it/)
+  }
 })
 
 t.test('logs are structured JSON and carry the request id', async (t) => {
