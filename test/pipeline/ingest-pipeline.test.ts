@@ -212,3 +212,52 @@ t.test('a log that refuses the append gives 503 not_ready, reports the failure, 
   verifier.gates.shift()!(true)
   await t.rejects(retry, { code: 'not_ready' }, 'the failed signal was not remembered as accepted')
 })
+
+t.test('after a restart an Idempotency-Key of an accepted signal still conflicts under another signal_id', async (t) => {
+  const { verifier, pipeline, makePipeline, request, source } = await setup(t)
+  const first = pipeline.process(request({ idempotencyKey: 'idem_restart_1' }))
+  await settle()
+  verifier.gates.shift()!(true)
+  await first
+  const rebuilt = makePipeline()
+  t.equal(await rebuilt.rebuild(), 1)
+  const body = Buffer.from(JSON.stringify(payload(source.source_id)))
+  const other = rebuilt.process(
+    request({ idempotencyKey: 'idem_restart_1', body, bodySha256: createHash('sha256').update(body).digest('hex'), json: { ok: true, value: JSON.parse(body.toString()) } }),
+  )
+  await settle()
+  verifier.gates.shift()!(true)
+  await t.rejects(other, { code: 'idempotency_conflict' })
+})
+
+t.test('a key revoked while a request waits for an in-flight duplicate is refused at the last look before the append', async (t) => {
+  const { verifier, request, makePipeline, log, registry, source, keyRecord } = await setup(t)
+  const { LogError } = await import('../../pipeline/index.js')
+  // The real journal behind a gate that holds the first append, then fails it: the
+  // only way to keep a duplicate waiting while the key is revoked.
+  let failFirst: (() => void) | undefined
+  const gated = Object.create(log, {
+    append: {
+      value: (id: string, data: Uint8Array) =>
+        failFirst === undefined
+          ? new Promise((_, reject) => (failFirst = () => reject(new LogError('log_io', 'write failed: EIO'))))
+          : log.append(id, data),
+    },
+  })
+  const pipeline = makePipeline({ log: gated })
+  const first = request()
+  const a = pipeline.process(first)
+  await settle()
+  verifier.gates.shift()!(true)
+  await settle()
+  t.ok(failFirst, 'the first request is appending')
+  const b = pipeline.process({ ...first, nonce: 'second-nonce', nonceClaimed: false })
+  await settle()
+  verifier.gates.shift()!(true)
+  await settle()
+  await registry.revokeKey(source.source_id, keyRecord.key_id)
+  failFirst!()
+  await t.rejects(a, { code: 'not_ready' })
+  await t.rejects(b, { code: 'revoked_key' }, 'the duplicate that waited sees the revocation')
+  t.equal(log.info().lastSeq, 0, 'nothing was logged')
+})
