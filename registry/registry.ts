@@ -9,7 +9,14 @@ export const REGISTRY_LIMITS = {
   tokens: 100_000,
   agents: 100_000,
   slotsPerAgent: 1000,
-  keysPerSource: 32,
+  /** Keys that can still sign (pending, active, grace). */
+  liveKeysPerSource: 32,
+  /**
+   * Revoked keys kept per source, so a request signed with one is told `revoked_key` and
+   * its public key cannot be registered again. Past this, the oldest revoked record is
+   * dropped: rotation must never run into a wall (spec 5.3), and the registry stays bounded.
+   */
+  revokedKeysPerSource: 256,
 } as const
 
 const sha256Hex = (s: string) => createHash('sha256').update(s).digest('hex')
@@ -208,10 +215,15 @@ export class Registry {
     return this.#mutate(() => {
       const encoded = Buffer.from(publicKey).toString('base64url')
       const existing = this.keysOf(sourceId)
-      if (existing.length >= REGISTRY_LIMITS.keysPerSource) {
-        throw new ApiError('limit_exceeded', `a source holds at most ${REGISTRY_LIMITS.keysPerSource} keys, revoked ones included`)
+      const revoked = existing.filter((k) => k.state === 'revoked')
+      if (existing.length - revoked.length >= REGISTRY_LIMITS.liveKeysPerSource) {
+        throw new ApiError('limit_exceeded', `a source holds at most ${REGISTRY_LIMITS.liveKeysPerSource} keys that are not revoked: revoke one first`)
       }
       if (existing.some((k) => k.public_key === encoded)) throw new ApiError('key_exists', 'this public key is already registered for the source')
+      if (revoked.length >= REGISTRY_LIMITS.revokedKeysPerSource) {
+        const oldest = revoked.reduce((a, b) => ((a.revoked_at ?? '') <= (b.revoked_at ?? '') ? a : b))
+        this.#keys.delete(oldest.key_id)
+      }
       const record: KeyRecord = {
         key_id: newId('key'),
         source_id: sourceId,

@@ -79,10 +79,31 @@ t.test('promote works only from pending: active and grace keys get invalid_key_s
   await t.rejects(registry.promoteKey(source.source_id, key.key_id), { code: 'invalid_key_state' }, 'grace')
 })
 
-t.test('a source holds at most 32 keys, revoked ones included', async (t) => {
+t.test('a source holds at most 32 keys that are not revoked; revoking one makes room', async (t) => {
   const { registry, source } = await setup()
-  for (let i = 1; i < 32; i++) await registry.addKey(source.source_id, rawKey())
+  const added = []
+  for (let i = 1; i < 32; i++) added.push(await registry.addKey(source.source_id, rawKey()))
   await t.rejects(registry.addKey(source.source_id, rawKey()), { code: 'limit_exceeded' })
+  await registry.revokeKey(source.source_id, added[0]!.key_id)
+  t.equal((await registry.addKey(source.source_id, rawKey())).state, 'pending', 'a revoked key does not count')
+})
+
+t.test('rotation never runs into a wall: past 256 revoked keys the oldest revoked record is dropped', async (t) => {
+  const { registry, source } = await setup()
+  const first = await registry.addKey(source.source_id, rawKey())
+  await registry.revokeKey(source.source_id, first.key_id)
+  const firstPublicKey = Buffer.from(first.public_key, 'base64url')
+  await t.rejects(registry.addKey(source.source_id, firstPublicKey), { code: 'key_exists' }, 'a revoked public key cannot come back while its record is kept')
+  for (let i = 1; i < 256; i++) {
+    const k = await registry.addKey(source.source_id, rawKey())
+    await registry.revokeKey(source.source_id, k.key_id)
+  }
+  t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, 256)
+  t.ok(registry.key(source.source_id, first.key_id), 'the first revoked key is still known')
+  const next = await registry.addKey(source.source_id, rawKey())
+  t.equal(next.state, 'pending', 'the 257th rotation still registers a key')
+  t.equal(registry.key(source.source_id, first.key_id), undefined, 'the oldest revoked record made room')
+  t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, 255)
 })
 
 t.test('a thousand concurrent requests to flag a source write the registry once', async (t) => {
