@@ -64,7 +64,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     options.logger.info({ refusals: Object.fromEntries(refusals) }, 'ingest refusals in the last minute')
     refusals.clear()
   }, 60_000).unref()
-  const parts: JsonRoutesParts = { app, registry: options.registry, bodies, logger: options.logger, isDraining, track }
+  const parts: JsonRoutesParts = { app, registry: options.registry, bodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 } }
 
   app.post(
     '/v1/byo/sources/:source_id/signals',

@@ -14,10 +14,6 @@ export function ownedSource(registry: Registry, principal: Principal, sourceId: 
   throw new ApiError('not_found', 'no such source')
 }
 
-/** Source routes are for the source's creator and the admin; a renter token gets 403 on all of them. */
-export function requireCreator(principal: Principal): void {
-  if (principal.role === 'renter') throw new ApiError('forbidden', 'this endpoint is for creators')
-}
 
 export function parseBody<T>(check: BodyCheck<T>, body: unknown): T {
   const result = check(body ?? {})

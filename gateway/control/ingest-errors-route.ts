@@ -1,14 +1,13 @@
 import type { IngestErrorLog } from '../../pipeline/index.js'
 import { ApiError } from '../../schemas/api-error.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { ownedSource, requireCreator } from './access.js'
+import { ownedSource } from './access.js'
 
 export const INGEST_ERRORS_PAGE = { default: 50, max: 200 } as const
 
 /** Spec 4.2 creator diagnostics: private to the source operator (and the admin). */
 export function registerIngestErrorsRoute(parts: JsonRoutesParts, errors: IngestErrorLog): void {
-  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/ingest-errors', { access: 'any' }, ({ principal, params, query }) => {
-    requireCreator(principal)
+  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/ingest-errors', { access: 'creator' }, ({ principal, params, query }) => {
     const source = ownedSource(parts.registry, principal, params[0] as string)
     const rawLimit = query.get('limit')
     const limit = rawLimit === null ? INGEST_ERRORS_PAGE.default : Number(rawLimit)

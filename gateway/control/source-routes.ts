@@ -4,7 +4,7 @@ import { checkCreateSource } from '../../schemas/control.js'
 import { checkManifest, Listing } from '../../schemas/manifest.js'
 import { compileCheck } from '../../schemas/schema-problem.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { ownedSource, parseBody, requireCreator } from './access.js'
+import { ownedSource, parseBody } from './access.js'
 
 const checkListing = compileCheck<Listing>(Listing, 'listing')
 
@@ -26,8 +26,7 @@ export function sourceView(source: SourceRecord, baseUrl: string) {
 export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => string): void {
   const { registry } = parts
 
-  jsonRoute(parts, 'post', '/v1/byo/sources', { access: 'any' }, async ({ principal, body }) => {
-    requireCreator(principal)
+  jsonRoute(parts, 'post', '/v1/byo/sources', { access: 'creator' }, async ({ principal, body }) => {
     const input = parseBody(checkCreateSource, body)
     const agent = registry.agent(input.agent_id)
     if (agent === undefined || (principal.role !== 'admin' && agent.creator_id !== principal.subject)) {
@@ -42,8 +41,7 @@ export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => stri
     return { status: 201, data: sourceView(source, baseUrl()) }
   })
 
-  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id', { access: 'any' }, ({ principal, params }) => {
-    requireCreator(principal)
+  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id', { access: 'creator' }, ({ principal, params }) => {
     return { status: 200, data: sourceView(ownedSource(registry, principal, params[0] as string), baseUrl()) }
   })
 }

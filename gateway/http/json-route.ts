@@ -11,6 +11,12 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js'
 
 /** Control-plane bodies are small documents; a manifest is the largest. */
 export const MAX_CONTROL_BODY_BYTES = 64 * 1024
+/**
+ * Control-plane body bytes buffered at once, all connections together (64 bodies of
+ * the largest size). Ingest bodies are bounded by the verify queue; these by this, so
+ * slow uploads from many connections cannot grow memory with the connection count.
+ */
+export const MAX_CONTROL_BODY_BYTES_IN_FLIGHT = 4 * 1024 * 1024
 
 export interface RouteContext {
   readonly requestId: string
@@ -29,8 +35,11 @@ export interface RouteResult {
 }
 
 export interface RouteOptions {
-  /** `admin`: only the admin token; `any`: any valid token, the handler checks ownership. */
-  readonly access: 'admin' | 'any'
+  /**
+   * `admin`: only the admin token; `creator`: a creator token or the admin token, and
+   * the handler checks ownership. Checked before any body is read.
+   */
+  readonly access: 'admin' | 'creator'
 }
 
 export interface JsonRoutesParts {
@@ -40,6 +49,8 @@ export interface JsonRoutesParts {
   readonly logger: Logger
   readonly isDraining: () => boolean
   readonly track: (reply: Reply) => void
+  /** Control-plane body bytes being read now, bounded by MAX_CONTROL_BODY_BYTES_IN_FLIGHT. */
+  readonly controlBodyBytes: { inFlight: number }
 }
 
 /**
@@ -82,6 +93,7 @@ export function jsonRoute(
     if (principal === undefined) return fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'), true)
     role = principal.role
     if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), true)
+    if (options.access === 'creator' && principal.role === 'renter') return fail(new ApiError('forbidden', 'this endpoint is for creators'), true)
 
     const run = (body: unknown) => {
       Promise.resolve()
@@ -96,14 +108,37 @@ export function jsonRoute(
     }
     if (framing !== undefined) return fail(new ApiError(framing.kind === 'too_large' ? 'payload_too_large' : 'invalid_request', framing.message), true)
     if (!hasBody) return run(undefined)
-    reply.onAbort = parts.bodies.read(res, MAX_CONTROL_BODY_BYTES, {
-      onTimeout: () => fail(new ApiError('invalid_request', 'request body was not received in time'), true),
-      onTooLarge: () => fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true),
+    // Framing is sound here, so Content-Length is one number within MAX_CONTROL_BODY_BYTES.
+    const declared = Number(req.getHeader('content-length'))
+    const budget = parts.controlBodyBytes
+    if (budget.inFlight + declared > MAX_CONTROL_BODY_BYTES_IN_FLIGHT) {
+      return fail(new ApiError('overloaded', 'too many control-plane uploads at once; retry', { retryAfter: 1 }), true)
+    }
+    budget.inFlight += declared
+    let held = true
+    const giveBack = () => {
+      if (held) budget.inFlight -= declared
+      held = false
+    }
+    const cancel = parts.bodies.read(res, MAX_CONTROL_BODY_BYTES, {
+      onTimeout: () => {
+        giveBack()
+        fail(new ApiError('invalid_request', 'request body was not received in time'), true)
+      },
+      onTooLarge: () => {
+        giveBack()
+        fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true)
+      },
       onBody: (raw) => {
+        giveBack()
         const parsed = parseStrictJson(raw)
         if (!parsed.ok) return fail(new ApiError('invalid_request', `body is not valid JSON: ${parsed.reason}`))
         run(parsed.value)
       },
     })
+    reply.onAbort = () => {
+      cancel()
+      giveBack()
+    }
   })
 }

@@ -1,8 +1,10 @@
 import { readFile } from 'node:fs/promises'
+import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
 import t from 'tap'
 import { call, MANIFEST, payload, provision, push } from '../helpers/api.js'
 import { startGateway } from '../helpers/gateway-process.js'
+import { rawRequest } from '../helpers/raw-http.js'
 
 const gw = await startGateway(t)
 
@@ -167,4 +169,30 @@ t.test('metrics: admin only, Prometheus text, counting accepts, refusals and acc
   t.ok(value('sgw_journal_last_seq') >= 2)
   t.ok(value('sgw_process_memory_bytes{kind="rss"}') > 10_000_000, 'process memory is reported')
   t.notOk(text.includes(src.sourceId), 'no source ids')
+})
+
+t.test('control-plane uploads are bounded in all: past 4 MB being read at once the next gets 503; a renter is refused before its body', async (t) => {
+  const src = await provision(gw)
+  const head = (token: string) =>
+    `POST /v1/byo/sources HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 65536\r\n\r\n`
+  // 64 slow uploads of the largest size fill the 4 MB budget and hold it.
+  const holders = await Promise.all(
+    Array.from({ length: 64 }, () => new Promise<Socket>((resolve) => {
+      const s = connect(gw.port, '127.0.0.1', () => s.write(`${head(src.creatorToken)}{"agent_id":`, () => resolve(s)))
+      s.on('error', () => undefined)
+    })),
+  )
+  await new Promise((r) => setTimeout(r, 300))
+  const refused = await rawRequest(gw.port, [`${head(src.creatorToken)}{"agent_id":`])
+  t.equal(refused?.status, 503, 'one more upload is refused')
+  t.equal(refused?.body.error.code, 'overloaded')
+  t.equal(refused?.headers['retry-after'], '1')
+  for (const s of holders) s.destroy()
+  await new Promise((r) => setTimeout(r, 300))
+  const after = await call(gw.url, 'POST', '/v1/byo/sources', { token: src.creatorToken, body: { agent_id: src.agentId, manifest: { archetype: 'x' } } })
+  t.equal(after.body.error.code, 'invalid_manifest', 'clients that left gave their share back: the next body is read')
+
+  const renter = (await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject: 'r-upload' } })).body.data.token
+  const early = await rawRequest(gw.port, [head(renter)], { timeoutMs: 2000 })
+  t.equal(early?.status, 403, 'a renter is answered without sending its body')
 })
