@@ -1,5 +1,6 @@
 import { pino } from 'pino'
 import { ConfigError, describeConfig, loadConfig, missingNodeFlags } from './config/index.js'
+import { DataDirLockedError } from './data-dir-lock.js'
 import { startService } from './service.js'
 
 /** sysexits.h EX_TEMPFAIL: a restart is expected to fix it. */
@@ -48,6 +49,10 @@ main().catch((err: unknown) => {
   if (err instanceof ConfigError) {
     process.stderr.write(`configuration error: ${err.message}\n`)
     process.exit(78)
+  }
+  if (err instanceof DataDirLockedError) {
+    process.stderr.write(`not started: ${err.message}\n`)
+    process.exit(1)
   }
   process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`)
   process.exit(1)

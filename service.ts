@@ -3,6 +3,7 @@ import { mkdir, readFile } from 'node:fs/promises'
 import { join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { ConfigError, isUsableAdminToken, type Config } from './config/index.js'
+import { lockDataDir } from './data-dir-lock.js'
 import { startGateway } from './gateway/index.js'
 import { IngestErrorLog, IngestPipeline, openJournal, replaceFileDurably, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
@@ -46,6 +47,18 @@ async function adminToken(config: Config, dataDir: string): Promise<{ token: str
 export async function startService(config: Config, logger: Logger): Promise<RunningService> {
   const dataDir = resolve(config.DATA_DIR)
   await mkdir(dataDir, { recursive: true, mode: 0o700 })
+  // Before anything in the folder is read or written: a second gateway on it would corrupt the journal.
+  const lock = await lockDataDir(dataDir)
+  try {
+    const service = await startOnLockedDir(config, logger, dataDir)
+    return { ...service, stop: () => service.stop().finally(() => lock.release()) }
+  } catch (err) {
+    await lock.release()
+    throw err
+  }
+}
+
+async function startOnLockedDir(config: Config, logger: Logger, dataDir: string): Promise<RunningService> {
   const admin = await adminToken(config, dataDir)
   if (admin.file !== undefined) logger.info({ file: admin.file }, 'admin token is in this file')
 

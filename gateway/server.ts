@@ -116,7 +116,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   app.any('/*', (res) => new Reply(res, nextRequestId()).fail(new ApiError('not_found', 'no such endpoint'), true))
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
-    app.listen(options.host, options.port, (socket) => (socket ? resolve(socket) : reject(new Error(`cannot listen on ${options.host}:${options.port}`))))
+    // Exclusive: uWS sets SO_REUSEPORT by default, and a second gateway on the same port
+    // would then silently take half the connections.
+    // The binding takes (host, port, options, cb), which its typings leave out.
+    const { LIBUS_LISTEN_EXCLUSIVE_PORT } = uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }
+    const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (s: us_listen_socket | false) => void) => void
+    listen.call(app, options.host, options.port, LIBUS_LISTEN_EXCLUSIVE_PORT, (socket) =>
+      socket ? resolve(socket) : reject(new Error(`cannot listen on ${options.host}:${options.port}: in use, or not an address of this machine`)),
+    )
   })
   const port = uws.us_socket_local_port(listenSocket)
   if (baseUrl === '') baseUrl = `http://localhost:${port}`

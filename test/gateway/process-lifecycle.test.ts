@@ -107,3 +107,28 @@ t.test('during a drain a request in flight finishes with 202 while a new one on 
   t.equal(refused?.headers['retry-after'], '1')
   t.equal((await gw.exited()).code, 0)
 })
+
+t.test('one gateway per data folder and per port: a second start on either is refused and the first keeps serving', async (t) => {
+  const first = await startGateway(t)
+  const sameDir = spawnSync(process.execPath, [MAIN], {
+    env: { PATH: process.env['PATH'], PORT: '0', HOST: '127.0.0.1', DATA_DIR: first.dataDir, ADMIN_TOKEN: first.adminToken },
+    encoding: 'utf8',
+    timeout: 20_000,
+  })
+  t.not(sameDir.status, 0, 'a second gateway on the same DATA_DIR does not start')
+  t.match(sameDir.stderr, `in use by process ${first.proc.pid}`)
+  const other = await mkdtemp(join(tmpdir(), 'sgw-test-'))
+  t.teardown(() => rm(other, { recursive: true, force: true }))
+  const samePort = spawnSync(process.execPath, [MAIN], {
+    env: { PATH: process.env['PATH'], PORT: String(first.port), HOST: '127.0.0.1', DATA_DIR: other, ADMIN_TOKEN: first.adminToken },
+    encoding: 'utf8',
+    timeout: 20_000,
+  })
+  t.not(samePort.status, 0, 'a second gateway on the same port does not start (no SO_REUSEPORT sharing)')
+  t.match(samePort.stderr, `cannot listen on 127.0.0.1:${first.port}`)
+  const src = await provision(first)
+  t.equal((await push(first, src.sign(payload(src.sourceId)))).status, 202, 'the first still serves')
+  first.proc.kill('SIGTERM')
+  await first.exited()
+  await t.rejects(stat(join(first.dataDir, 'gateway.lock')), { code: 'ENOENT' }, 'a clean stop removes the lock')
+})
