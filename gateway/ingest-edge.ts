@@ -1,8 +1,8 @@
 import { hash } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, SignedRequest, VerifyPool } from '../pipeline/index.js'
-import { isValidSignalId, parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
-import type { Registry } from '../registry/index.js'
+import { parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
+import type { LiveKey, Registry, SourceRecord } from '../registry/index.js'
 import { ApiError } from '../schemas/api-error.js'
 import { isWithinSkew } from '../schemas/signal.js'
 import type { BodyReader } from './http/body-reader.js'
@@ -41,9 +41,10 @@ interface RefusalContext {
 }
 
 /**
- * The ingest edge: every check that costs no crypto, in the documented order, before
- * a body is read or a worker is asked (README, "Check order"): shed when full →
- * framing → Content-Type → source ids → auth headers → key → request skew → slot → body.
+ * The ingest edge: every check that costs no crypto, in the documented order (README,
+ * "Ingest check order"): shed when full → framing and Content-Type → header source id →
+ * slot → body → body source id → auth headers → key → request skew. Refusals up to the
+ * header source id are decided before the body is read.
  */
 export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: HttpRequest) => void {
   const { registry, pool, logger } = parts
@@ -109,23 +110,10 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     // so a refusal keeps the connection (a reconnect per refusal costs both sides).
     const sourceHeader = checkSourceHeader(headers, urlSourceId)
     if (sourceHeader !== undefined) return refuse(reply, ctx, sourceHeader)
+    // Parsed now, while uWS still holds the request; refused only after the body's
+    // source_id, which spec 4.1 ranks with the other two ids, before any auth check.
     const auth = parseAuthHeaders(headers)
-    if (auth instanceof ApiError) return refuse(reply, ctx, auth)
-    const { keyId, timestamp: timestampHeader, requestTimeMs, nonce, signature } = auth
-    ctx.keyId = keyId
-
-    const key = source === undefined ? undefined : registry.key(source.source_id, keyId)
-    // An unknown source and an unknown key look the same, so ids cannot be probed.
-    if (source === undefined || key === undefined) return refuse(reply, ctx, new ApiError('unknown_key', 'no such key for this source'))
-    if (key.record.state === 'revoked') return refuse(reply, ctx, new ApiError('revoked_key', 'the signing key is revoked'))
-
-    if (!isWithinSkew(receivedAtMs, requestTimeMs)) {
-      return refuse(reply, ctx, new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock'))
-    }
-    const idempotencyKey = headers.idempotencyKey[0]
-    if (headers.idempotencyKey.length > 1 || (idempotencyKey !== undefined && !isValidSignalId(idempotencyKey))) {
-      return refuse(reply, ctx, new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format'))
-    }
+    if (!(auth instanceof ApiError)) ctx.keyId = auth.keyId
     // Shed before reading the body: a full verify queue means waiting would only add latency.
     if (!pool.reserve()) return shed(reply)
     // The slot is spent by the pipeline's verify, or given back here if the body never makes it.
@@ -146,27 +134,32 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
       },
       onBody: (body) => {
         const json = parseStrictJson(body)
-        // Spec 4.1 puts the three source ids first: a body object whose source_id is
-        // missing, not a string or another id is refused before any crypto. A body that
-        // is not a JSON object has no source_id to compare; it fails later as invalid_body.
+        // A body that is not a JSON object has no source_id to compare; it fails later as invalid_body.
         const isObject = json.ok && typeof json.value === 'object' && json.value !== null && !Array.isArray(json.value)
         if (isObject && (json.value as Record<string, unknown>)['source_id'] !== urlSourceId) {
           giveBackSlot()
           return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body must equal the source id in the URL and X-Svc-Source-Id'))
         }
+        const checked = auth instanceof ApiError ? auth : checkKeyAndSkew(registry, source, auth, receivedAtMs)
+        if (checked instanceof ApiError) {
+          giveBackSlot()
+          return refuse(reply, ctx, checked)
+        }
+        const { key, timestamp: timestampHeader, requestTimeMs, nonce, signature } = checked
         slotHeld = false
         const signed: SignedRequest = {
           requestId: reply.requestId,
           receivedAtMs,
           method: 'POST',
           path,
-          source,
+          source: checked.source,
           key,
           timestampHeader,
           requestTimeMs,
           nonce,
           signature,
-          idempotencyKey,
+          idempotencyKey: headers.idempotencyKey[0],
+          idempotencyKeyCount: headers.idempotencyKey.length,
           body,
           bodySha256: hash('sha256', body, 'hex'),
           json,
@@ -193,6 +186,26 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
       giveBackSlot()
     }
   }
+}
+
+/**
+ * The cheap checks of the signing key, after the three source ids: the key known for
+ * the source and not revoked, the request timestamp within 300 s of its arrival.
+ */
+function checkKeyAndSkew(
+  registry: Registry,
+  source: SourceRecord | undefined,
+  auth: AuthHeaders,
+  receivedAtMs: number,
+): (AuthHeaders & { source: SourceRecord; key: LiveKey }) | ApiError {
+  const key = source === undefined ? undefined : registry.key(source.source_id, auth.keyId)
+  // An unknown source and an unknown key look the same, so ids cannot be probed.
+  if (source === undefined || key === undefined) return new ApiError('unknown_key', 'no such key for this source')
+  if (key.record.state === 'revoked') return new ApiError('revoked_key', 'the signing key is revoked')
+  if (!isWithinSkew(receivedAtMs, auth.requestTimeMs)) {
+    return new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock')
+  }
+  return { ...auth, source, key }
 }
 
 function checkSourceHeader(h: IngestHeaders, urlSourceId: string): ApiError | undefined {

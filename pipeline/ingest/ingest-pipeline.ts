@@ -23,7 +23,9 @@ export interface SignedRequest {
   readonly requestTimeMs: number
   readonly nonce: string
   readonly signature: Uint8Array
+  /** The first Idempotency-Key header; `idempotencyKeyCount` says how many came. */
   readonly idempotencyKey: string | undefined
+  readonly idempotencyKeyCount: number
   readonly body: Buffer
   readonly bodySha256: string
   readonly json: { ok: true; value: unknown } | { ok: false; reason: string }
@@ -52,8 +54,8 @@ export interface IngestPipelineOptions {
 /**
  * Everything after the edge, in the order of spec 4.1: signature, nonce, signal_id
  * dedup, field validation, rate limit, durable append. The edge has already matched
- * the header and URL source ids, checked the headers, the key's state, the request
- * skew and the body's source_id, and reserved a verification slot.
+ * the three source ids (URL, header, body), checked the auth headers, the key's state
+ * and the request skew, and reserved a verification slot.
  */
 export class IngestPipeline {
   readonly #o: IngestPipelineOptions
@@ -107,6 +109,11 @@ export class IngestPipeline {
       throw new ApiError('invalid_signal_id', 'signal_id must be 8 to 128 characters of letters, digits, _, - and :')
     }
     req.signalId = signalId
+    // Part of dedup, so checked with it, after the signature: an unsigned header cannot
+    // decide the answer ahead of the signed ones.
+    if (req.idempotencyKeyCount > 1 || (req.idempotencyKey !== undefined && !isValidSignalId(req.idempotencyKey))) {
+      throw new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format')
+    }
     return this.#deduplicated(req, signalId)
   }
 

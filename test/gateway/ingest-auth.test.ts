@@ -6,8 +6,8 @@ import { startGateway } from '../helpers/gateway-process.js'
 const gw = await startGateway(t)
 const src = await provision(gw)
 
-const expectError = (res: { status: number; body: any; headers: Headers }, status: number, code: string) => {
-  t.equal(res.status, status, `status ${status}`)
+const expectError = (res: { status: number; body: any; headers: Headers }, status: number, code: string, what = '') => {
+  t.equal(res.status, status, `status ${status} ${what}`.trim())
   t.equal(res.body?.ok, false)
   t.equal(res.body?.error?.code, code, `code ${code}: ${res.body?.error?.message}`)
   t.type(res.body?.error?.message, 'string')
@@ -181,6 +181,23 @@ t.test('check precedence: a body without source_id reusing an accepted signal_id
   const p = payload(src.sourceId)
   t.equal((await push(gw, src.sign(p))).status, 202)
   expectError(await push(gw, src.sign({ ...p, source_id: undefined })), 400, 'invalid_source_id')
+})
+
+t.test('check precedence: a body source_id mismatch is reported before every auth check (spec 4.1 ranks the three ids first)', async () => {
+  const other = payload('src_other')
+  const stale = new Date(Date.now() - 400_000).toISOString()
+  expectError(await push(gw, src.sign(other, { timestamp: stale })), 400, 'invalid_source_id', 'before a stale timestamp')
+  expectError(await push(gw, src.sign(other, { keyId: 'key_unknownunknown1234' })), 400, 'invalid_source_id', 'before an unknown key')
+  const signed = src.sign(other)
+  const { 'x-svc-signature': _dropped, ...unsigned } = signed.headers
+  expectError(await push(gw, { ...signed, headers: unsigned }), 400, 'invalid_source_id', 'before a missing auth header')
+})
+
+t.test('check precedence: a malformed Idempotency-Key is reported after the signature and the nonce', async (t) => {
+  expectError(await push(gw, src.sign(payload(src.sourceId), { idempotencyKey: 'bad key!', key: generateCreatorKey() })), 401, 'invalid_signature')
+  const nonce = `prec-idem-${Date.now()}`
+  t.equal((await push(gw, src.sign(payload(src.sourceId), { nonce }))).status, 202)
+  expectError(await push(gw, src.sign(payload(src.sourceId), { nonce, idempotencyKey: 'bad key!' })), 401, 'replayed_nonce')
 })
 
 t.test('check precedence: a stale timestamp is reported before a bad signature', async () => {

@@ -74,6 +74,7 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
       nonce: `n-${Math.random()}`,
       signature: Buffer.alloc(64),
       idempotencyKey: undefined,
+      idempotencyKeyCount: 0,
       body,
       bodySha256: createHash('sha256').update(body).digest('hex'),
       json: { ok: true, value: JSON.parse(body.toString()) },
