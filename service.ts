@@ -127,6 +127,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     port: config.PORT,
     publicBaseUrl: config.PUBLIC_BASE_URL,
     bodyTimeoutMs: config.BODY_TIMEOUT_MS,
+    maxSlowBodies: config.BODY_SLOW_MAX,
     registry,
     pipeline,
     pool,

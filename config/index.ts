@@ -23,6 +23,7 @@ const Env = {
   VERIFY_QUEUE_LIMIT: { type: 'int', default: 512, min: 1, max: 1_000_000, help: 'requests waiting for verification before the edge sheds with 503' },
   VERIFY_MAX_WAIT_MS: { type: 'int', default: 50, min: 1, max: 60_000, help: 'shed with 503 once the oldest request waiting for verification has waited this long' },
   BODY_TIMEOUT_MS: { type: 'int', default: 5000, min: 100, max: 120_000, help: 'time allowed to receive a request body' },
+  BODY_SLOW_MAX: { type: 'int', default: 1024, min: 1, max: 65_536, help: 'request bodies not complete when their head was read, being received at once; past it such a request gets 503 (memory: up to 16 KB each for ingest)' },
   NONCE_STORE_MAX: { type: 'int', default: 6_000_000, min: 10_000, max: 100_000_000, help: 'live nonces held in all (each 10 minutes, about 30 to 60 bytes): sustained signed requests/s × 600 must fit; one key may hold at most a quarter' },
   INGEST_ERRORS_PER_SOURCE: { type: 'int', default: 1000, min: 10, max: 100_000, help: 'refused ingest requests kept per source' },
   OVER_RATE_FLAG_MINUTES: { type: 'int', default: 5, min: 1, max: 1440, help: 'consecutive minutes with 429s after which a source is flagged for review' },

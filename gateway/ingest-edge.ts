@@ -43,8 +43,8 @@ interface RefusalContext {
 /**
  * The ingest edge: every check that costs no crypto, in the documented order (README,
  * "Ingest check order"): shed when full → framing and Content-Type → header source id →
- * slot → body → body source id → auth headers → key → request skew. Refusals up to the
- * header source id are decided before the body is read.
+ * body → body source id → auth headers → key → request skew → verification slot.
+ * Refusals up to the header source id are decided before the body is read.
  */
 export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: HttpRequest) => void {
   const { registry, pool, logger } = parts
@@ -81,14 +81,20 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     }
   }
 
-  /** Sheds before any parsing: under overload the refusal itself must be the cheapest path. */
-  const shed = (reply: Reply) => {
+  /**
+   * Sheds: under overload the refusal itself must be the cheapest path, so it is counted
+   * in /metrics only, not in the ingest-error list. The connection closes while draining,
+   * and when the body was not read (`error` given: a slow upload refused).
+   */
+  const shed = (reply: Reply, error?: ApiError) => {
     const draining = parts.isDraining()
-    const error = draining
-      ? new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
-      : new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 })
-    parts.metrics.refused(error.code)
-    reply.fail(error, draining)
+    const answer =
+      error ??
+      (draining
+        ? new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
+        : new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 }))
+    parts.metrics.refused(answer.code)
+    reply.fail(answer, draining || error !== undefined)
   }
 
   return (res, req) => {
@@ -114,39 +120,24 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     // source_id, which spec 4.1 ranks with the other two ids, before any auth check.
     const auth = parseAuthHeaders(headers)
     if (!(auth instanceof ApiError)) ctx.keyId = auth.keyId
-    // Shed before reading the body: a full verify queue means waiting would only add latency.
-    if (!pool.reserve()) return shed(reply)
-    // The slot is spent by the pipeline's verify, or given back here if the body never makes it.
-    let slotHeld = true
-    const giveBackSlot = () => {
-      if (slotHeld) pool.release()
-      slotHeld = false
-    }
-
+    // A body that trickles in holds no verification slot: it waits among the slow uploads
+    // (BodyReader, BODY_SLOW_MAX), so holding bodies back cannot starve other clients.
     const cancelUpload = parts.bodies.read(res, MAX_BODY_BYTES, {
-      onTimeout: () => {
-        giveBackSlot()
-        refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true)
-      },
-      onTooLarge: () => {
-        giveBackSlot()
-        refuse(reply, ctx, new ApiError('invalid_body', 'body is larger than 16 KB'), true)
-      },
+      onTimeout: () => refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true),
+      onTooLarge: () => refuse(reply, ctx, new ApiError('invalid_body', 'body is larger than 16 KB'), true),
+      onBusy: () => shed(reply, new ApiError('overloaded', 'too many request bodies are arriving slowly; send the body with the head, or retry', { retryAfter: 1 })),
       onBody: (body) => {
         const json = parseStrictJson(body)
         // A body that is not a JSON object has no source_id to compare; it fails later as invalid_body.
         const isObject = json.ok && typeof json.value === 'object' && json.value !== null && !Array.isArray(json.value)
         if (isObject && (json.value as Record<string, unknown>)['source_id'] !== urlSourceId) {
-          giveBackSlot()
           return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body must equal the source id in the URL and X-Svc-Source-Id'))
         }
         const checked = auth instanceof ApiError ? auth : checkKeyAndSkew(registry, source, auth, receivedAtMs)
-        if (checked instanceof ApiError) {
-          giveBackSlot()
-          return refuse(reply, ctx, checked)
-        }
+        if (checked instanceof ApiError) return refuse(reply, ctx, checked)
+        // The slot is spent by the pipeline's verify; a full queue means waiting would only add latency.
+        if (!pool.reserve()) return shed(reply)
         const { key, timestamp: timestampHeader, requestTimeMs, nonce, signature } = checked
-        slotHeld = false
         const signed: SignedRequest = {
           requestId: reply.requestId,
           receivedAtMs,
@@ -180,11 +171,8 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
         )
       },
     })
-    // A client that leaves mid-upload frees its slot and its buffered bytes now, not at the body deadline.
-    reply.onAbort = () => {
-      cancelUpload()
-      giveBackSlot()
-    }
+    // A client that leaves mid-upload frees its buffered bytes now, not at the body deadline.
+    reply.onAbort = cancelUpload
   }
 }
 

@@ -22,6 +22,8 @@ export interface GatewayOptions {
   /** Base of `ingest_endpoint`; empty means http://localhost:<bound port>. */
   readonly publicBaseUrl: string
   readonly bodyTimeoutMs: number
+  /** Bodies not complete when their head was read, being received at once (BodyReader). */
+  readonly maxSlowBodies: number
   readonly registry: Registry
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
@@ -41,7 +43,7 @@ export interface Gateway {
 /** Starts the HTTP edge: ingest, control plane, health. */
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const app = uws.App()
-  const bodies = new BodyReader(options.bodyTimeoutMs)
+  const bodies = new BodyReader(options.bodyTimeoutMs, options.maxSlowBodies)
   // A count, not a set of replies: drain only needs to know when it reaches zero, and a
   // set's add and delete per request would churn its hash table (garbage, some of it
   // old-generation) on the hottest path.

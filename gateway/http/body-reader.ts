@@ -4,14 +4,20 @@ export interface BodyHandlers {
   readonly onBody: (body: Buffer) => void
   readonly onTimeout: () => void
   readonly onTooLarge: () => void
+  /** The body did not come with the request head, and `maxSlow` slow uploads are already under way. */
+  readonly onBusy: () => void
 }
 
 /** An upload in the deadline queue: a doubly linked list, oldest first. */
 interface Upload {
   readonly deadline: number
-  readonly onTimeout: () => void
+  /** Ends the upload from outside (deadline, or no room for one more slow upload). */
+  readonly end: (why: 'timeout' | 'busy') => void
   prev: Upload | undefined
   next: Upload | undefined
+  linked: boolean
+  /** Still incomplete one event-loop turn after it started: counted in `slow`. */
+  slow: boolean
 }
 
 /**
@@ -20,6 +26,13 @@ interface Upload {
  * against slow bodies (a client trickling bytes to hold a connection and a buffer):
  * one coarse timer sweeps every upload rather than a timer per request.
  *
+ * A body that came in the same packets as its head is delivered before the event loop
+ * turns; one still incomplete by then is slow, and at most `maxSlow` slow uploads run
+ * at once (memory: `maxSlow` bodies at most). Past it, a new slow upload is ended at
+ * once with `onBusy`. So clients that hold bodies back (a thousand connections each
+ * sending a head and no body) only ever compete with each other, never with the
+ * ordinary requests that send head and body together.
+ *
  * Every upload gets the same timeout, so starting order is deadline order: the uploads
  * wait in a linked list, the sweep takes expired ones from the head, and an upload
  * that ends unlinks itself in O(1). A Set would do the same, but its add and delete
@@ -27,13 +40,19 @@ interface Upload {
  */
 export class BodyReader {
   readonly #timeoutMs: number
+  readonly #maxSlow: number
   readonly #timer: NodeJS.Timeout
   #head: Upload | undefined
   #tail: Upload | undefined
   #count = 0
+  #slow = 0
+  /** Uploads started since the last check; an array reused, not a set, to keep the hot path free of hash tables. */
+  #fresh: Upload[] = []
+  #checkScheduled = false
 
-  constructor(timeoutMs: number) {
+  constructor(timeoutMs: number, maxSlow: number) {
     this.#timeoutMs = timeoutMs
+    this.#maxSlow = maxSlow
     this.#timer = setInterval(() => this.#sweep(), Math.min(250, timeoutMs)).unref()
   }
 
@@ -42,17 +61,41 @@ export class BodyReader {
     return this.#count
   }
 
+  /** Uploads under way whose body did not come with the head. */
+  get slow(): number {
+    return this.#slow
+  }
+
+  /** One event-loop turn after uploads started: those still incomplete are slow. */
+  readonly #checkFresh = (): void => {
+    this.#checkScheduled = false
+    const fresh = this.#fresh
+    for (let i = 0; i < fresh.length; i++) {
+      const upload = fresh[i] as Upload
+      if (!upload.linked) continue
+      if (this.#slow >= this.#maxSlow) {
+        this.#unlink(upload)
+        upload.end('busy')
+      } else {
+        upload.slow = true
+        this.#slow++
+      }
+    }
+    fresh.length = 0
+  }
+
   #sweep(): void {
     // The monotonic clock, so a wall-clock step cannot reorder deadlines.
     const now = performance.now()
     while (this.#head !== undefined && this.#head.deadline <= now) {
       const upload = this.#head
       this.#unlink(upload)
-      upload.onTimeout()
+      upload.end('timeout')
     }
   }
 
   #link(upload: Upload): void {
+    upload.linked = true
     upload.prev = this.#tail
     if (this.#tail === undefined) this.#head = upload
     else this.#tail.next = upload
@@ -62,8 +105,13 @@ export class BodyReader {
 
   /** Takes the upload out of the queue; a second call does nothing. */
   #unlink(upload: Upload): void {
+    if (!upload.linked) return
+    upload.linked = false
+    if (upload.slow) {
+      upload.slow = false
+      this.#slow--
+    }
     const { prev, next } = upload
-    if (prev === undefined && next === undefined && this.#head !== upload) return
     if (prev === undefined) this.#head = next
     else prev.next = next
     if (next === undefined) this.#tail = prev
@@ -76,7 +124,8 @@ export class BodyReader {
   /**
    * Collects up to `limit` bytes. `onBody` gets the whole body; `onTimeout` fires if it
    * has not arrived in time, `onTooLarge` if it exceeds the limit (possible only when
-   * the declared length was not checked first). At most one of the three fires. The
+   * the declared length was not checked first), `onBusy` if it is slow and there is no
+   * room for another slow upload. At most one of the four fires. The
    * returned function cancels the upload and drops what it holds: uWS calls nothing
    * more once a client is gone, so the caller cancels from its abort handler.
    */
@@ -88,15 +137,23 @@ export class BodyReader {
     let live: { chunks: Buffer[]; size: number; handlers: BodyHandlers } | undefined = { chunks: [], size: 0, handlers }
     const upload: Upload = {
       deadline: performance.now() + this.#timeoutMs,
-      onTimeout: () => {
+      end: (why) => {
         const state = live
         live = undefined
-        state?.handlers.onTimeout()
+        if (why === 'timeout') state?.handlers.onTimeout()
+        else state?.handlers.onBusy()
       },
       prev: undefined,
       next: undefined,
+      linked: false,
+      slow: false,
     }
     this.#link(upload)
+    this.#fresh.push(upload)
+    if (!this.#checkScheduled) {
+      this.#checkScheduled = true
+      setImmediate(this.#checkFresh)
+    }
     res.onData((chunk, isLast) => {
       const state = live
       if (state === undefined) return

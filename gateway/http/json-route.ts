@@ -129,6 +129,10 @@ export function jsonRoute(
         giveBack()
         fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true)
       },
+      onBusy: () => {
+        giveBack()
+        fail(new ApiError('overloaded', 'too many request bodies are arriving slowly; retry', { retryAfter: 1 }), true)
+      },
       onBody: (raw) => {
         giveBack()
         const parsed = parseStrictJson(raw)

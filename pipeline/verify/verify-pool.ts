@@ -9,7 +9,7 @@ export interface VerifyPoolOptions {
   readonly threads: number
   /** Most signatures sent to a worker in one message. */
   readonly batchSize: number
-  /** Most slots taken (bodies being read plus requests waiting for or in verification); past it the edge sheds with 503. */
+  /** Most slots taken (requests waiting for or in verification); past it the edge sheds with 503. */
   readonly queueLimit: number
   /**
    * Longest the oldest queued request may have waited for a worker before new ones are
@@ -59,10 +59,10 @@ function workerFile(): string {
  * amortising the thread hop pays. Each worker also holds one batch in reserve
  * (BATCHES_PER_WORKER), which it starts without waiting for the event loop.
  *
- * The number of requests waiting is bounded by `queueLimit`, counted from the moment
- * the edge decides to read a body: the edge takes a slot with `reserve()` before
- * reading, and either spends it on `verify()` or gives it back with `release()`, so
- * bodies in transit count against the bound too.
+ * The number of requests waiting is bounded by `queueLimit`: the edge takes a slot
+ * with `reserve()` once a request's body is complete and its cheap checks passed, and
+ * spends it on `verify()` (or gives it back with `release()`). Bodies still arriving
+ * hold no slot; they are bounded by the body reader (BODY_SLOW_MAX).
  */
 export class VerifyPool {
   readonly #piscina: Piscina

@@ -10,7 +10,7 @@ import type { HttpResponse } from '../../gateway/http/uws.js'
  * bodies, clients that leave) is covered end to end in ingest-framing.test.ts.
  */
 
-type Outcome = 'body' | 'timeout' | 'too_large'
+type Outcome = 'body' | 'timeout' | 'too_large' | 'busy'
 
 interface Started {
   /** Delivers one chunk as uWS would. */
@@ -19,8 +19,8 @@ interface Started {
 }
 
 /** A reader with a `timeoutMs` deadline, and a log of which upload ended how, in order. */
-function fixture(t: Test, timeoutMs: number) {
-  const reader = new BodyReader(timeoutMs)
+function fixture(t: Test, timeoutMs: number, maxSlow = 1000) {
+  const reader = new BodyReader(timeoutMs, maxSlow)
   t.teardown(() => reader.close())
   const ended: Array<{ name: string; outcome: Outcome; text?: string }> = []
   const start = (name: string, limit = 100): Started => {
@@ -30,6 +30,7 @@ function fixture(t: Test, timeoutMs: number) {
       onBody: (body) => void ended.push({ name, outcome: 'body', text: body.toString() }),
       onTimeout: () => void ended.push({ name, outcome: 'timeout' }),
       onTooLarge: () => void ended.push({ name, outcome: 'too_large' }),
+      onBusy: () => void ended.push({ name, outcome: 'busy' }),
     })
     const push = (bytes: string, isLast: boolean) => {
       const b = Buffer.from(bytes)
@@ -106,5 +107,54 @@ t.test('after the newest upload ends, the next one still joins the queue and tim
   start('next')
   await sleep(250)
   t.same(names(), ['newest', 'older', 'next'])
+  t.equal(reader.pending, 0)
+})
+
+/** One event-loop turn: the reader decides which uploads are slow in its check phase. */
+const turn = () => new Promise((r) => setImmediate(r))
+
+t.test('a body that comes with its head is never slow; one still incomplete a turn later is, until it ends', async (t) => {
+  const { reader, ended, start } = fixture(t, 10_000)
+  const quick = start('quick')
+  const slow = start('slow')
+  quick.push('{}', true)
+  slow.push('{"a"', false)
+  await turn()
+  t.equal(reader.slow, 1, 'only the incomplete one')
+  slow.push(':1}', true)
+  t.equal(reader.slow, 0)
+  t.same(ended.map((e) => `${e.name} ${e.outcome}`), ['quick body', 'slow body'])
+})
+
+t.test('past maxSlow a new slow upload ends with onBusy at once; quick ones are unaffected; a cancel frees a place', async (t) => {
+  const { reader, ended, start, names } = fixture(t, 10_000, 2)
+  const a = start('a')
+  start('b')
+  await turn()
+  t.equal(reader.slow, 2)
+  const c = start('c')
+  const quick = start('quick')
+  quick.push('{}', true)
+  await turn()
+  t.same(ended.map((e) => `${e.name} ${e.outcome}`), ['quick body', 'c busy'])
+  c.push('{}', true)
+  t.equal(ended.length, 2, 'a busy upload takes no later chunk')
+  t.equal(reader.pending, 2)
+  a.cancel()
+  t.equal(reader.slow, 1, 'a cancelled slow upload gives its place back')
+  start('d')
+  await turn()
+  t.equal(reader.slow, 2, 'and the next slow one gets it')
+  t.same(names(), ['quick', 'c'])
+})
+
+t.test('a slow upload that times out gives its place back', async (t) => {
+  const { reader, ended, start } = fixture(t, 100, 1)
+  start('a')
+  await turn()
+  t.equal(reader.slow, 1)
+  await sleep(400)
+  t.same(ended, [{ name: 'a', outcome: 'timeout' }])
+  t.equal(reader.slow, 0)
   t.equal(reader.pending, 0)
 })
