@@ -21,6 +21,13 @@ const STATUS_LINE: Record<number, string> = {
  * One response in flight. uWS frees a response once the client goes away, and any
  * later call on it crashes the process, so every write goes through `send`, which
  * checks `aborted` first and corks the writes into one syscall.
+ *
+ * Bodies go out with `tryEnd`, not `end`: `end` copies whatever the socket cannot take
+ * into an unbounded buffer, so a client that pipelines requests and never reads the
+ * answers (a thousand `GET /v1/openapi.json` per write) grew the process by gigabytes.
+ * With `tryEnd` the rest waits for `onWritable`, the response stays pending, and uWS
+ * closes a connection whose next pipelined request arrives while one is pending: at
+ * most one unsent answer per connection, beyond what the kernel buffers.
  */
 export class Reply {
   readonly res: HttpResponse
@@ -64,9 +71,27 @@ export class Reply {
       this.res.writeHeader('content-type', 'application/json')
       this.res.writeHeader('x-request-id', this.requestId)
       if (headers !== undefined) for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v)
-      this.res.end(text, close)
+      this.#end(text, close)
     })
     this.#finish()
+  }
+
+  /** Ends the response; with `close`, uWS closes the connection after it, so nothing piles up behind it. */
+  #end(text: string, close = false): void {
+    if (close) {
+      this.res.end(text, true)
+      return
+    }
+    const bytes = Buffer.from(text)
+    const start = this.res.getWriteOffset()
+    const [, done] = this.res.tryEnd(bytes, bytes.length)
+    if (done) return
+    // What the socket took is skipped on each retry.
+    this.res.onWritable((offset) => {
+      if (this.aborted) return true
+      const [ok] = this.res.tryEnd(bytes.subarray(offset - start), bytes.length)
+      return ok
+    })
   }
 
   /** A non-JSON body (the metrics page). */
@@ -77,7 +102,7 @@ export class Reply {
       this.res.writeStatus(STATUS_LINE[status] ?? `${status} Status`)
       this.res.writeHeader('content-type', contentType)
       this.res.writeHeader('x-request-id', this.requestId)
-      this.res.end(text)
+      this.#end(text)
     })
     this.#finish()
   }

@@ -132,3 +132,36 @@ t.test('one gateway per data folder and per port: a second start on either is re
   await first.exited()
   await t.rejects(stat(join(first.dataDir, 'gateway.lock')), { code: 'ENOENT' }, 'a clean stop removes the lock')
 })
+
+t.test('clients that pipeline requests and never read the answers are cut off: memory stays bounded and others are served', async (t) => {
+  const gw = await startGateway(t)
+  const rssMb = async () => Number((await readFile(`/proc/${gw.proc.pid}/status`, 'utf8')).match(/VmRSS:\s+(\d+)/)![1]) / 1024
+  const before = await rssMb()
+  const { connect } = await import('node:net')
+  // Eight connections each asking 200,000 times for an 18 KB document: 29 GB of answers
+  // if they were buffered. Each writes while the gateway reads, for two seconds.
+  const batch = 'GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n'.repeat(1000)
+  const attackers = Array.from({ length: 8 }, () => {
+    const socket = connect(gw.port, '127.0.0.1')
+    const state = { socket, closed: false, sent: 0 }
+    socket.on('error', () => undefined)
+    socket.on('close', () => (state.closed = true))
+    socket.pause()
+    const more = () => {
+      while (state.sent < 200 && !state.closed && socket.write(batch)) state.sent++
+      if (state.sent < 200 && !state.closed) socket.once('drain', more)
+    }
+    socket.once('connect', more)
+    return state
+  })
+  await new Promise((r) => setTimeout(r, 2_000))
+  const started = Date.now()
+  t.equal((await fetch(`${gw.url}/healthz`)).status, 200, 'another client is served')
+  t.ok(Date.now() - started < 1_000, `promptly (${Date.now() - started} ms)`)
+  const grown = (await rssMb()) - before
+  t.ok(grown < 150, `RSS grew by ${grown.toFixed(0)} MB`)
+  for (const a of attackers) a.socket.resume()
+  await new Promise((r) => setTimeout(r, 500))
+  t.ok(attackers.every((a) => a.closed), 'every such connection was closed by the gateway')
+  for (const a of attackers) a.socket.destroy()
+})
