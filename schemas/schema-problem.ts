@@ -43,11 +43,39 @@ export interface BodyCheck<T> {
   (value: unknown): { ok: true; value: T } | { ok: false; problem: string }
 }
 
+/**
+ * Longer than any array the request schemas allow (the largest takes 16 items). The
+ * validator's error list checks every keyword of every item, `uniqueItems` pairwise, so
+ * a 64 KB body holding 20,000 empty arrays took it 2.4 s of event loop; such an array
+ * is reported before the list is built.
+ */
+const MAX_ARRAY_ITEMS_DESCRIBED = 256
+
+/** The path of the first array in `value` longer than `max` items, depth-first. */
+function oversizedArray(value: unknown, max: number, path = ''): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined
+  if (Array.isArray(value)) {
+    if (value.length > max) return path
+    for (let i = 0; i < value.length; i++) {
+      const found = oversizedArray(value[i], max, `${path}/${i}`)
+      if (found !== undefined) return found
+    }
+    return undefined
+  }
+  for (const [k, v] of Object.entries(value)) {
+    const found = oversizedArray(v, max, `${path}/${k}`)
+    if (found !== undefined) return found
+  }
+  return undefined
+}
+
 /** Compiles `schema` once and returns a checker whose failures name the field. */
 export function compileCheck<T>(schema: TSchema, root: string): BodyCheck<T> {
   const compiled = Compile(schema)
-  return (value: unknown) =>
-    compiled.Check(value)
-      ? { ok: true, value: value as T }
-      : { ok: false, problem: describe([...compiled.Errors(value)] as SchemaError[], root) }
+  return (value: unknown) => {
+    if (compiled.Check(value)) return { ok: true, value: value as T }
+    const long = oversizedArray(value, MAX_ARRAY_ITEMS_DESCRIBED)
+    if (long !== undefined) return { ok: false, problem: `${fieldName(long, root)} has too many items` }
+    return { ok: false, problem: describe([...compiled.Errors(value)] as SchemaError[], root) }
+  }
 }
