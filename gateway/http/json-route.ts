@@ -72,6 +72,11 @@ export function jsonRoute(
     const params = Array.from({ length: paramCount }, (_, i) => req.getParameter(i) ?? '')
     const query = new URLSearchParams(req.getQuery() ?? '')
     const authorization = req.getHeader('authorization')
+    // uWS returns the first of repeated headers; two credentials are refused, not half-read.
+    let authorizations = 0
+    req.forEach((name) => {
+      if (name === 'authorization') authorizations++
+    })
     const framing = method === 'post' ? framingProblem(collectFramingHeaders(req), MAX_CONTROL_BODY_BYTES, { bodyRequired: false }) : undefined
     const hasBody = method === 'post' && !['', '0'].includes(req.getHeader('content-length'))
     const path = req.getUrl()
@@ -89,7 +94,7 @@ export function jsonRoute(
     }
     if (parts.isDraining()) return fail(new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }), true)
 
-    const principal = bearerPrincipal(parts.registry, authorization)
+    const principal = authorizations > 1 ? undefined : bearerPrincipal(parts.registry, authorization)
     if (principal === undefined) return fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'), true)
     role = principal.role
     if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), true)

@@ -22,6 +22,8 @@ interface StoredRecord extends IngestErrorRecord {
 interface SourceRings {
   readonly verified: Entry[]
   readonly unverified: Entry[]
+  /** Per source, so a cursor tells a creator nothing about other sources' refusals. */
+  seq: number
 }
 
 interface Entry {
@@ -47,7 +49,7 @@ export class IngestErrorLog {
   readonly #perSource: number
   readonly #bySource = new Map<string, SourceRings>()
   readonly #onWriteError: (err: unknown) => void
-  #seq = 0
+  #queue: Array<{ sourceId: string; record: IngestErrorRecord; claimedNonce: string | undefined }> = []
 
   constructor(log: SignalLog, options: { perSource: number; onWriteError: (err: unknown) => void }) {
     this.#log = log
@@ -79,8 +81,24 @@ export class IngestErrorLog {
     return nonces
   }
 
-  /** `claimedNonce` is given when the signature verified and the nonce was claimed. */
+  /**
+   * `claimedNonce` is given when the signature verified and the nonce was claimed.
+   * Kept after the current event-loop turn, once the answer has gone out: the work of
+   * keeping it (for an existing source only) would otherwise lengthen the answer and
+   * tell a prober, by timing, that the source exists.
+   */
   record(sourceId: string, record: IngestErrorRecord, claimedNonce?: string): void {
+    this.#queue.push({ sourceId, record, claimedNonce })
+    if (this.#queue.length === 1) setImmediate(this.#flush)
+  }
+
+  readonly #flush = (): void => {
+    const queue = this.#queue
+    this.#queue = []
+    for (const { sourceId, record, claimedNonce } of queue) this.#keep(sourceId, record, claimedNonce)
+  }
+
+  #keep(sourceId: string, record: IngestErrorRecord, claimedNonce: string | undefined): void {
     this.#push(sourceId, record, claimedNonce !== undefined)
     const stored: StoredRecord = claimedNonce === undefined ? { ...record, source_id: sourceId } : { ...record, source_id: sourceId, nonce: claimedNonce }
     // An empty dedup id turns the log's dedup off: every refusal is its own record,
@@ -91,11 +109,11 @@ export class IngestErrorLog {
   #push(sourceId: string, record: IngestErrorRecord, verified: boolean): void {
     let rings = this.#bySource.get(sourceId)
     if (rings === undefined) {
-      rings = { verified: [], unverified: [] }
+      rings = { verified: [], unverified: [], seq: 0 }
       this.#bySource.set(sourceId, rings)
     }
     const ring = verified ? rings.verified : rings.unverified
-    ring.push({ seq: ++this.#seq, record })
+    ring.push({ seq: ++rings.seq, record })
     // Trim in steps, not per record: splice is O(n).
     if (ring.length > this.#perSource * 1.25) ring.splice(0, ring.length - this.#perSource)
   }
@@ -104,8 +122,9 @@ export class IngestErrorLog {
   page(sourceId: string, limit: number, cursor: string | undefined): IngestErrorPage | undefined {
     let before = Number.POSITIVE_INFINITY
     if (cursor !== undefined) {
-      const decoded = Number(Buffer.from(cursor, 'base64url').toString('utf8'))
-      if (!Number.isSafeInteger(decoded) || decoded <= 0) return undefined
+      const text = Buffer.from(cursor, 'base64url').toString('utf8')
+      const decoded = Number(text)
+      if (!/^[1-9][0-9]{0,15}$/.test(text) || !Number.isSafeInteger(decoded)) return undefined
       before = decoded
     }
     const rings = this.#bySource.get(sourceId)

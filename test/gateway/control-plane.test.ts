@@ -104,6 +104,14 @@ t.test('a renter token cannot register sources or read ingest errors', async (t)
   t.equal((await call(gw.url, 'POST', '/v1/byo/sources', { token: renter, body: { agent_id: a.agentId, manifest: MANIFEST } })).status, 403)
 })
 
+t.test('a repeated Authorization header is refused with 401, whichever value comes first', async (t) => {
+  const head = (a: string, b: string) => `GET /v1/openapi.json HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${a}\r\nAuthorization: Bearer ${b}\r\n\r\n`
+  for (const [a, b] of [[gw.adminToken, 'wrong'], ['wrong', gw.adminToken], [gw.adminToken, gw.adminToken]]) {
+    const res = await rawRequest(gw.port, [head(a!, b!).replace('GET /v1/openapi.json', 'GET /v1/byo/sources/src_x')])
+    t.equal(res?.status, 401, `${a === gw.adminToken ? 'admin' : 'wrong'} then ${b === gw.adminToken ? 'admin' : 'wrong'}`)
+  }
+})
+
 t.test('ingest errors are cursor-paginated newest first', async (t) => {
   const src = await provision(gw)
   for (let i = 0; i < 5; i++) await push(gw, src.sign(payload(src.sourceId, { severity: `bad${i}` })))
@@ -128,7 +136,21 @@ t.test('ingest errors are cursor-paginated newest first', async (t) => {
   t.equal(all.body.data[0].key_id, src.keyId)
   t.match(all.body.data[0].signal_id, /^sig_/)
   t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?limit=0`, { token: src.creatorToken })).status, 400)
-  t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?cursor=zzz`, { token: src.creatorToken })).status, 400)
+  for (const forged of ['zzz', ' 5 ', '0x10', '05', '-1']) {
+    const cursor = forged === 'zzz' ? forged : Buffer.from(forged).toString('base64url')
+    t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?cursor=${cursor}`, { token: src.creatorToken })).status, 400, `cursor ${forged}`)
+  }
+})
+
+t.test('an ingest-errors cursor counts that source only: it says nothing of other sources refusals', async (t) => {
+  const mine = await provision(gw)
+  const other = await provision(gw)
+  for (let i = 0; i < 3; i++) await push(gw, mine.sign(payload(mine.sourceId, { severity: `bad${i}` })))
+  const first = await call(gw.url, 'GET', `/v1/byo/sources/${mine.sourceId}/ingest-errors?limit=2`, { token: mine.creatorToken })
+  for (let i = 0; i < 20; i++) await push(gw, other.sign(payload(other.sourceId, { severity: `bad${i}` })))
+  const again = await call(gw.url, 'GET', `/v1/byo/sources/${mine.sourceId}/ingest-errors?limit=2`, { token: mine.creatorToken })
+  t.equal(again.body.next_cursor, first.body.next_cursor, 'unchanged by another source refusals')
+  t.equal(Buffer.from(first.body.next_cursor, 'base64url').toString(), '2', 'the position within this source list')
 })
 
 t.test('control-plane bodies that are not strict JSON are refused with 400', async (t) => {
