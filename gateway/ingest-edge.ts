@@ -120,6 +120,9 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     // source_id, which spec 4.1 ranks with the other two ids, before any auth check.
     const auth = parseAuthHeaders(headers)
     if (!(auth instanceof ApiError)) ctx.keyId = auth.keyId
+    // Taken out as values, so the closures below, which live as long as the request, do not hold the header object.
+    const idempotencyKey = headers.idempotencyKey[0]
+    const idempotencyKeyCount = headers.idempotencyKey.length
     // A body that trickles in holds no verification slot: it waits among the slow uploads
     // (BodyReader, BODY_SLOW_MAX), so holding bodies back cannot starve other clients.
     const cancelUpload = parts.bodies.read(res, MAX_BODY_BYTES, {
@@ -133,24 +136,25 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
         if (isObject && (json.value as Record<string, unknown>)['source_id'] !== urlSourceId) {
           return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body must equal the source id in the URL and X-Svc-Source-Id'))
         }
-        const checked = auth instanceof ApiError ? auth : checkKeyAndSkew(registry, source, auth, receivedAtMs)
-        if (checked instanceof ApiError) return refuse(reply, ctx, checked)
+        const key = auth instanceof ApiError ? auth : checkKeyAndSkew(registry, source, auth, receivedAtMs)
+        if (key instanceof ApiError) return refuse(reply, ctx, key)
         // The slot is spent by the pipeline's verify; a full queue means waiting would only add latency.
         if (!pool.reserve()) return shed(reply)
-        const { key, timestamp: timestampHeader, requestTimeMs, nonce, signature } = checked
+        const { timestamp: timestampHeader, requestTimeMs, nonce, signature } = auth as AuthHeaders
         const signed: SignedRequest = {
           requestId: reply.requestId,
           receivedAtMs,
           method: 'POST',
           path,
-          source: checked.source,
+          // Known here: a key was found for it.
+          source: source as SourceRecord,
           key,
           timestampHeader,
           requestTimeMs,
           nonce,
           signature,
-          idempotencyKey: headers.idempotencyKey[0],
-          idempotencyKeyCount: headers.idempotencyKey.length,
+          idempotencyKey,
+          idempotencyKeyCount,
           body,
           bodySha256: hash('sha256', body, 'hex'),
           json,
@@ -179,13 +183,11 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
 /**
  * The cheap checks of the signing key, after the three source ids: the key known for
  * the source and not revoked, the request timestamp within 300 s of its arrival.
+ * Returns the key, not a new object merging it with the headers: an object spread here,
+ * once per request, made V8 promote about 270 bytes a request to the old generation
+ * (sampling heap profiler: 80 MB in 20 s at peak; peak RSS 60 MB higher).
  */
-function checkKeyAndSkew(
-  registry: Registry,
-  source: SourceRecord | undefined,
-  auth: AuthHeaders,
-  receivedAtMs: number,
-): (AuthHeaders & { source: SourceRecord; key: LiveKey }) | ApiError {
+function checkKeyAndSkew(registry: Registry, source: SourceRecord | undefined, auth: AuthHeaders, receivedAtMs: number): LiveKey | ApiError {
   const key = source === undefined ? undefined : registry.key(source.source_id, auth.keyId)
   // An unknown source and an unknown key look the same, so ids cannot be probed.
   if (source === undefined || key === undefined) return new ApiError('unknown_key', 'no such key for this source')
@@ -193,7 +195,7 @@ function checkKeyAndSkew(
   if (!isWithinSkew(receivedAtMs, auth.requestTimeMs)) {
     return new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock')
   }
-  return { ...auth, source, key }
+  return key
 }
 
 function checkSourceHeader(h: IngestHeaders, urlSourceId: string): ApiError | undefined {

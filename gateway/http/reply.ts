@@ -82,14 +82,15 @@ export class Reply {
       this.res.end(text, true)
       return
     }
-    const bytes = Buffer.from(text)
+    const total = Buffer.byteLength(text)
     const start = this.res.getWriteOffset()
-    const [, done] = this.res.tryEnd(bytes, bytes.length)
+    const [, done] = this.res.tryEnd(text, total)
     if (done) return
     // What the socket took is skipped on each retry.
+    const bytes = Buffer.from(text)
     this.res.onWritable((offset) => {
       if (this.aborted) return true
-      const [ok] = this.res.tryEnd(bytes.subarray(offset - start), bytes.length)
+      const [ok] = this.res.tryEnd(bytes.subarray(offset - start), total)
       return ok
     })
   }
