@@ -7,6 +7,11 @@
  * created exclusively, naming its holder by pid, boot id and the process's start time,
  * so that a holder killed with `kill -9` (the file stays) is told apart from a live one,
  * also when its pid has since been reused or the machine rebooted.
+ *
+ * Limits: pids are compared within one pid namespace, so two containers sharing one
+ * volume are not told apart (run one gateway per volume); and three gateways starting
+ * in the same milliseconds over a stale file can, in a narrow window, both believe
+ * they hold it. A kernel lock (flock) would close both, but Node has none built in.
  */
 import { readFileSync } from 'node:fs'
 import { link, open, readFile, rename, stat, unlink } from 'node:fs/promises'
@@ -47,7 +52,9 @@ export async function lockDataDir(dir: string): Promise<DataDirLock> {
     if (text === undefined) continue // released meanwhile
     const holder = parseHolder(text)
     if (holder === undefined) {
-      if (Date.now() - (await stat(path)).mtimeMs < EMPTY_LOCK_GRACE_MS) throw new DataDirLockedError(path, undefined)
+      const written = await stat(path).catch(() => undefined)
+      if (written === undefined) continue // released meanwhile
+      if (Date.now() - written.mtimeMs < EMPTY_LOCK_GRACE_MS) throw new DataDirLockedError(path, undefined)
     } else if (isAlive(holder)) {
       throw new DataDirLockedError(path, holder.pid)
     }
@@ -67,9 +74,13 @@ async function createExclusive(path: string, content: string): Promise<boolean> 
   try {
     await fh.writeFile(content)
     await fh.sync()
-  } finally {
-    await fh.close()
+  } catch (err) {
+    // An empty lock file left behind would refuse every start for the next few seconds.
+    await fh.close().catch(() => undefined)
+    await unlink(path).catch(() => undefined)
+    throw err
   }
+  await fh.close()
   return true
 }
 

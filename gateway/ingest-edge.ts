@@ -64,7 +64,7 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
       parts.refusals.set(error.code, (parts.refusals.get(error.code) ?? 0) + 1)
     }
     // 5xx answers reach this list too (not_ready, a full nonce store, internal_error);
-    // only `shed` below, which answers before anything is parsed, stays out of it.
+    // only `shed` below, the cheapest answer under overload, stays out of it.
     if (ctx.sourceKnown) {
       parts.errors.record(
         ctx.sourceId,
@@ -83,18 +83,18 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
 
   /**
    * Sheds: under overload the refusal itself must be the cheapest path, so it is counted
-   * in /metrics only, not in the ingest-error list. The connection closes while draining,
-   * and when the body was not read (`error` given: a slow upload refused).
+   * in /metrics only, not in the ingest-error list (README, "Ingest check order"). The
+   * connection closes while draining, and for a slow upload, whose body was not read.
    */
-  const shed = (reply: Reply, error?: ApiError) => {
+  const shed = (reply: Reply, slowUpload = false) => {
     const draining = parts.isDraining()
-    const answer =
-      error ??
-      (draining
-        ? new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
-        : new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 }))
-    parts.metrics.refused(answer.code)
-    reply.fail(answer, draining || error !== undefined)
+    const error = draining
+      ? new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
+      : slowUpload
+        ? new ApiError('overloaded', 'too many request bodies are arriving slowly; send the body with the head, or retry', { retryAfter: 1 })
+        : new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 })
+    parts.metrics.refused(error.code)
+    reply.fail(error, draining || slowUpload)
   }
 
   return (res, req) => {
@@ -125,10 +125,14 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     const idempotencyKeyCount = headers.idempotencyKey.length
     // A body that trickles in holds no verification slot: it waits among the slow uploads
     // (BodyReader, BODY_SLOW_MAX), so holding bodies back cannot starve other clients.
+    // Only a head that passes the key and skew checks may wait there: a body that does not
+    // come with a failing head gets that head's refusal at once, so nobody without a key
+    // can take the places.
+    const headCheck = auth instanceof ApiError ? auth : checkKeyAndSkew(registry, source, auth, receivedAtMs)
     const cancelUpload = parts.bodies.read(res, MAX_BODY_BYTES, {
       onTimeout: () => refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true),
       onTooLarge: () => refuse(reply, ctx, new ApiError('invalid_body', 'body is larger than 16 KB'), true),
-      onBusy: () => shed(reply, new ApiError('overloaded', 'too many request bodies are arriving slowly; send the body with the head, or retry', { retryAfter: 1 })),
+      onBusy: () => (headCheck instanceof ApiError ? refuse(reply, ctx, headCheck, true) : shed(reply, true)),
       onBody: (body) => {
         const json = parseStrictJson(body)
         // A body that is not a JSON object has no source_id to compare; it fails later as invalid_body.
@@ -174,7 +178,7 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
           },
         )
       },
-    })
+    }, !(headCheck instanceof ApiError))
     // A client that leaves mid-upload frees its buffered bytes now, not at the body deadline.
     reply.onAbort = cancelUpload
   }

@@ -7,9 +7,9 @@ import { registerAdminRoutes } from './control/admin-routes.js'
 import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
 import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
-import { bearerPrincipal } from './http/bearer.js'
+import { requestPrincipal } from './http/bearer.js'
 import { BodyReader } from './http/body-reader.js'
-import type { JsonRoutesParts } from './http/json-route.js'
+import { MAX_CONTROL_SLOW_UPLOADS, type JsonRoutesParts } from './http/json-route.js'
 import { Reply } from './http/reply.js'
 import { nextRequestId } from './http/request-id.js'
 import { uws, type us_listen_socket } from './http/uws.js'
@@ -44,6 +44,8 @@ export interface Gateway {
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const app = uws.App()
   const bodies = new BodyReader(options.bodyTimeoutMs, options.maxSlowBodies)
+  // Its own reader, so that ingest uploads held back cannot take the control plane's places.
+  const controlBodies = new BodyReader(options.bodyTimeoutMs, MAX_CONTROL_SLOW_UPLOADS)
   // A count, not a set of replies: drain only needs to know when it reaches zero, and a
   // set's add and delete per request would churn its hash table (garbage, some of it
   // old-generation) on the hottest path.
@@ -66,7 +68,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     options.logger.info({ refusals: Object.fromEntries(refusals) }, 'ingest refusals in the last minute')
     refusals.clear()
   }, 60_000).unref()
-  const parts: JsonRoutesParts = { app, registry: options.registry, bodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 } }
+  const parts: JsonRoutesParts = { app, registry: options.registry, bodies: controlBodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 } }
 
   app.post(
     '/v1/byo/sources/:source_id/signals',
@@ -98,7 +100,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   })
   app.get('/metrics', (res, req) => {
     const reply = new Reply(res, nextRequestId())
-    const principal = bearerPrincipal(options.registry, req.getHeader('authorization'))
+    const principal = requestPrincipal(options.registry, req)
     if (principal === undefined) return reply.fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'))
     if (principal.role !== 'admin') return reply.fail(new ApiError('forbidden', 'this endpoint needs the admin token'))
     reply.sendText(
@@ -144,6 +146,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
           })
         }
         bodies.close()
+        controlBodies.close()
         clearInterval(summary)
       })()
       return drainPromise

@@ -215,15 +215,12 @@ export class Registry {
     return this.#mutate(() => {
       const encoded = Buffer.from(publicKey).toString('base64url')
       const existing = this.keysOf(sourceId)
-      const revoked = existing.filter((k) => k.state === 'revoked')
-      if (existing.length - revoked.length >= REGISTRY_LIMITS.liveKeysPerSource) {
+      const live = existing.filter((k) => k.state !== 'revoked')
+      if (live.length >= REGISTRY_LIMITS.liveKeysPerSource) {
         throw new ApiError('limit_exceeded', `a source holds at most ${REGISTRY_LIMITS.liveKeysPerSource} keys that are not revoked: revoke one first`)
       }
       if (existing.some((k) => k.public_key === encoded)) throw new ApiError('key_exists', 'this public key is already registered for the source')
-      if (revoked.length >= REGISTRY_LIMITS.revokedKeysPerSource) {
-        const oldest = revoked.reduce((a, b) => ((a.revoked_at ?? '') <= (b.revoked_at ?? '') ? a : b))
-        this.#keys.delete(oldest.key_id)
-      }
+      this.#pruneRevoked(sourceId, REGISTRY_LIMITS.revokedKeysPerSource - 1)
       const record: KeyRecord = {
         key_id: newId('key'),
         source_id: sourceId,
@@ -238,6 +235,14 @@ export class Registry {
       this.#keys.set(record.key_id, { record, publicKey: Buffer.from(publicKey) })
       return record
     })
+  }
+
+  /** Drops the oldest revoked records of the source until at most `keep` remain. */
+  #pruneRevoked(sourceId: string, keep: number): void {
+    const revoked = this.keysOf(sourceId)
+      .filter((k) => k.state === 'revoked')
+      .sort((a, b) => ((a.revoked_at ?? '') < (b.revoked_at ?? '') ? -1 : 1))
+    for (const k of revoked.slice(0, Math.max(0, revoked.length - keep))) this.#keys.delete(k.key_id)
   }
 
   /** Records that a pending key signed a test signal that was accepted. */
@@ -277,6 +282,7 @@ export class Registry {
       if (key.state !== 'revoked') {
         key.state = 'revoked'
         key.revoked_at = this.#iso()
+        this.#pruneRevoked(sourceId, REGISTRY_LIMITS.revokedKeysPerSource)
       }
       return key
     })

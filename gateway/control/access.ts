@@ -14,7 +14,6 @@ export function ownedSource(registry: Registry, principal: Principal, sourceId: 
   throw new ApiError('not_found', 'no such source')
 }
 
-
 export function parseBody<T>(check: BodyCheck<T>, body: unknown): T {
   const result = check(body ?? {})
   if (!result.ok) throw new ApiError('invalid_request', result.problem)

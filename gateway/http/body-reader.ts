@@ -18,6 +18,8 @@ interface Upload {
   linked: boolean
   /** Still incomplete one event-loop turn after it started: counted in `slow`. */
   slow: boolean
+  /** False: refused with `onBusy` if slow, whatever the room. */
+  readonly mayBeSlow: boolean
 }
 
 /**
@@ -73,7 +75,7 @@ export class BodyReader {
     for (let i = 0; i < fresh.length; i++) {
       const upload = fresh[i] as Upload
       if (!upload.linked) continue
-      if (this.#slow >= this.#maxSlow) {
+      if (!upload.mayBeSlow || this.#slow >= this.#maxSlow) {
         this.#unlink(upload)
         upload.end('busy')
       } else {
@@ -125,11 +127,11 @@ export class BodyReader {
    * Collects up to `limit` bytes. `onBody` gets the whole body; `onTimeout` fires if it
    * has not arrived in time, `onTooLarge` if it exceeds the limit (possible only when
    * the declared length was not checked first), `onBusy` if it is slow and there is no
-   * room for another slow upload. At most one of the four fires. The
+   * room for another slow upload (or `mayBeSlow` is false). At most one of the four fires. The
    * returned function cancels the upload and drops what it holds: uWS calls nothing
    * more once a client is gone, so the caller cancels from its abort handler.
    */
-  read(res: HttpResponse, limit: number, handlers: BodyHandlers): () => void {
+  read(res: HttpResponse, limit: number, handlers: BodyHandlers, mayBeSlow = true): () => void {
     // uWS may keep the onData callback until the connection's next request, so the
     // callback reaches the upload only through `live`, which is emptied the moment the
     // upload ends: the body and the request's whole state are then free to go at once,
@@ -147,6 +149,7 @@ export class BodyReader {
       next: undefined,
       linked: false,
       slow: false,
+      mayBeSlow,
     }
     this.#link(upload)
     this.#fresh.push(upload)

@@ -2,7 +2,7 @@ import type { Logger } from 'pino'
 import { parseStrictJson } from '../../pipeline/index.js'
 import type { Principal, Registry } from '../../registry/index.js'
 import { ApiError } from '../../schemas/api-error.js'
-import { bearerPrincipal } from './bearer.js'
+import { requestPrincipal } from './bearer.js'
 import type { BodyReader } from './body-reader.js'
 import { collectFramingHeaders, framingProblem } from './framing.js'
 import { Reply } from './reply.js'
@@ -13,10 +13,13 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js'
 export const MAX_CONTROL_BODY_BYTES = 64 * 1024
 /**
  * Control-plane body bytes buffered at once, all connections together (64 bodies of
- * the largest size). Ingest bodies are bounded by the verify queue; these by this, so
- * slow uploads from many connections cannot grow memory with the connection count.
+ * the largest size), so uploads from many connections cannot grow memory with the
+ * connection count. (Ingest bodies are bounded by their own body reader's slow-upload
+ * limit and the 16 KB cap.)
  */
 export const MAX_CONTROL_BODY_BYTES_IN_FLIGHT = 4 * 1024 * 1024
+/** Control-plane bodies arriving slowly at once: as many as the byte budget holds at full size. */
+export const MAX_CONTROL_SLOW_UPLOADS = MAX_CONTROL_BODY_BYTES_IN_FLIGHT / MAX_CONTROL_BODY_BYTES
 
 export interface RouteContext {
   readonly requestId: string
@@ -71,12 +74,7 @@ export function jsonRoute(
     parts.track(reply)
     const params = Array.from({ length: paramCount }, (_, i) => req.getParameter(i) ?? '')
     const query = new URLSearchParams(req.getQuery() ?? '')
-    const authorization = req.getHeader('authorization')
-    // uWS returns the first of repeated headers; two credentials are refused, not half-read.
-    let authorizations = 0
-    req.forEach((name) => {
-      if (name === 'authorization') authorizations++
-    })
+    const principal = requestPrincipal(parts.registry, req)
     const framing = method === 'post' ? framingProblem(collectFramingHeaders(req), MAX_CONTROL_BODY_BYTES, { bodyRequired: false }) : undefined
     const hasBody = method === 'post' && !['', '0'].includes(req.getHeader('content-length'))
     const path = req.getUrl()
@@ -94,7 +92,6 @@ export function jsonRoute(
     }
     if (parts.isDraining()) return fail(new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }), true)
 
-    const principal = authorizations > 1 ? undefined : bearerPrincipal(parts.registry, authorization)
     if (principal === undefined) return fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'), true)
     role = principal.role
     if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), true)

@@ -33,8 +33,12 @@ export class Reply {
   readonly res: HttpResponse
   readonly requestId: string
   aborted = false
+  /** An answer was given (it may still be on its way out). */
   done = false
+  /** The answer is out, or the client left: `onFinish` has run. */
+  #finished = false
   status = 0
+  /** Called once the answer has been handed to the socket whole, or the client left (drain counts on it). */
   onFinish: (() => void) | undefined
   /** Called once if the client goes away before the answer; gives back what the request held. */
   onAbort: (() => void) | undefined
@@ -50,8 +54,9 @@ export class Reply {
   }
 
   #finish(): void {
-    if (this.done) return
     this.done = true
+    if (this.#finished) return
+    this.#finished = true
     const onFinish = this.onFinish
     // uWS may hold the onAborted callback, and with it this object, until the
     // connection's next request: drop the request's closures now so that what they
@@ -73,24 +78,32 @@ export class Reply {
       if (headers !== undefined) for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v)
       this.#end(text, close)
     })
-    this.#finish()
   }
 
-  /** Ends the response; with `close`, uWS closes the connection after it, so nothing piles up behind it. */
+  /**
+   * Ends the response, and finishes this reply once the socket has taken all of it. With
+   * `close`, uWS closes the connection after it, so nothing piles up behind it.
+   */
   #end(text: string, close = false): void {
+    this.done = true
     if (close) {
       this.res.end(text, true)
+      this.#finish()
       return
     }
     const total = Buffer.byteLength(text)
     const start = this.res.getWriteOffset()
     const [, done] = this.res.tryEnd(text, total)
-    if (done) return
+    if (done) {
+      this.#finish()
+      return
+    }
     // What the socket took is skipped on each retry.
     const bytes = Buffer.from(text)
     this.res.onWritable((offset) => {
       if (this.aborted) return true
-      const [ok] = this.res.tryEnd(bytes.subarray(offset - start), total)
+      const [ok, finished] = this.res.tryEnd(bytes.subarray(offset - start), total)
+      if (finished) this.#finish()
       return ok
     })
   }
@@ -105,7 +118,6 @@ export class Reply {
       this.res.writeHeader('x-request-id', this.requestId)
       this.#end(text)
     })
-    this.#finish()
   }
 
   /** Spec 2.4 error body, with Retry-After on 429 and 503 (RFC 6585). */

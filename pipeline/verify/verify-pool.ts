@@ -104,7 +104,7 @@ export class VerifyPool {
     return this.#threads
   }
 
-  /** Slots taken: requests being read or verified. */
+  /** Slots taken: requests waiting for or in verification. */
   get pending(): number {
     return this.#pending
   }

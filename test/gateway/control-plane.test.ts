@@ -145,7 +145,10 @@ t.test('ingest errors are cursor-paginated newest first', async (t) => {
 t.test('an ingest-errors cursor counts that source only: it says nothing of other sources refusals', async (t) => {
   const mine = await provision(gw)
   const other = await provision(gw)
+  // The other source's refusals come first and in between: a shared counter would show them.
+  for (let i = 0; i < 20; i++) await push(gw, other.sign(payload(other.sourceId, { severity: `bad${i}` })))
   for (let i = 0; i < 3; i++) await push(gw, mine.sign(payload(mine.sourceId, { severity: `bad${i}` })))
+  await new Promise((r) => setTimeout(r, 50))
   const first = await call(gw.url, 'GET', `/v1/byo/sources/${mine.sourceId}/ingest-errors?limit=2`, { token: mine.creatorToken })
   for (let i = 0; i < 20; i++) await push(gw, other.sign(payload(other.sourceId, { severity: `bad${i}` })))
   const again = await call(gw.url, 'GET', `/v1/byo/sources/${mine.sourceId}/ingest-errors?limit=2`, { token: mine.creatorToken })

@@ -46,11 +46,11 @@ t.test('with the verify queue full the edge sheds with 503 overloaded and Retry-
 })
 
 /** Connections that each send a signed request head and hold its body back; `answers` collects what each got. */
-async function holdBodies(gw: { port: number }, src: Awaited<ReturnType<typeof provision>>, n: number, sendPart = 0) {
+async function holdBodies(gw: { port: number }, src: Awaited<ReturnType<typeof provision>>, n: number, sendPart = 0, keyId?: string) {
   const { connect } = await import('node:net')
   const answers: string[] = Array.from({ length: n }, () => '')
   const sockets = answers.map((_, i) => {
-    const s = src.sign(payload(src.sourceId))
+    const s = src.sign(payload(src.sourceId), keyId === undefined ? {} : { keyId })
     const head = [`POST ${s.path} HTTP/1.1`, 'Host: x', ...Object.entries(s.headers).map(([k, v]) => `${k}: ${v}`), `content-length: ${s.body.length}`].join('\r\n')
     const socket = connect(gw.port, '127.0.0.1')
     socket.on('error', () => undefined)
@@ -77,20 +77,37 @@ t.test('bodies held back take no verification slot: past BODY_SLOW_MAX they get 
   for (const s of again.sockets) s.destroy()
 })
 
-t.test('a body abandoned mid-upload and a body too slow give their places back', async (t) => {
-  const gw = await startGateway(t, { env: { BODY_SLOW_MAX: '2', BODY_TIMEOUT_MS: '400' } })
+t.test('a body abandoned mid-upload gives its place back at once, and a body too slow at its deadline', async (t) => {
+  const gw = await startGateway(t, { env: { BODY_SLOW_MAX: '1', BODY_TIMEOUT_MS: '60000' } })
   const src = await provision(gw)
-  // Two uploads that stop half-way: one abandoned by its client, one left to time out.
-  const held = await holdBodies(gw, src, 2, 20)
-  t.same(held.answered(), [], 'both are reading')
-  held.sockets[0]!.destroy()
+  const abandoned = await holdBodies(gw, src, 1, 20)
+  t.same(abandoned.answered(), [], 'reading')
+  abandoned.sockets[0]!.destroy()
+  await new Promise((r) => setTimeout(r, 200))
+  const next = await holdBodies(gw, src, 1, 20)
+  t.same(next.answered(), [], 'the place is free again long before the 60 s deadline')
+  next.sockets[0]!.destroy()
+
+  const slow = await startGateway(t, { env: { BODY_SLOW_MAX: '1', BODY_TIMEOUT_MS: '400' } })
+  const src2 = await provision(slow)
+  const late = await holdBodies(slow, src2, 1, 20)
   await new Promise((r) => setTimeout(r, 800))
-  t.match(held.answers[1], /^HTTP\/1\.1 400 [^]*"code":"invalid_body"/, 'the slow one timed out with 400 invalid_body')
-  held.sockets[1]!.destroy()
-  const next = await holdBodies(gw, src, 2, 20)
-  t.same(next.answered(), [], 'both places are free again')
-  for (const s of next.sockets) s.destroy()
-  t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202)
+  t.match(late.answers[0], /^HTTP\/1\.1 400 [^]*"code":"invalid_body"/, 'the slow one timed out with 400 invalid_body')
+  late.sockets[0]!.destroy()
+  const after = await holdBodies(slow, src2, 1, 20)
+  t.same(after.answered(), [], 'and gave its place back')
+  after.sockets[0]!.destroy()
+})
+
+t.test('a head that fails the key or skew check cannot wait for its body: it gets its refusal at once and takes no place', async (t) => {
+  const gw = await startGateway(t, { env: { BODY_SLOW_MAX: '1', BODY_TIMEOUT_MS: '60000' } })
+  const src = await provision(gw)
+  const unknown = await holdBodies(gw, src, 5, 0, 'key_unknownunknown1234')
+  t.equal(unknown.answered().length, 5)
+  for (const a of unknown.answered()) t.match(a, /^HTTP\/1\.1 401 [^]*"code":"unknown_key"/)
+  const valid = await holdBodies(gw, src, 1)
+  t.same(valid.answered(), [], 'the one place is still free for a signed head')
+  for (const s of [...unknown.sockets, ...valid.sockets]) s.destroy()
 })
 
 t.test('field errors are reported before the rate limit: an invalid signal from a limited source gets 400, not 429', async (t) => {

@@ -25,7 +25,7 @@ t.test('reserve refuses at the queue limit, counting reserved slots, and succeed
   const message = Buffer.from('m')
   const signature = sign(null, message, privateKey)
   const all = Array.from({ length: 9 }, () => pool.reserve() && pool.verify({ publicKey: raw, message, signature }))
-  t.equal(pool.reserve(), true, 'the tenth slot, held by a body still being read')
+  t.equal(pool.reserve(), true, 'the tenth slot, reserved and not yet spent on verify')
   t.equal(pool.reserve(), false, 'no eleventh')
   pool.release()
   t.equal(pool.reserve(), true, 'a released slot is free again')

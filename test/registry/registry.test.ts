@@ -104,6 +104,11 @@ t.test('rotation never runs into a wall: past 256 revoked keys the oldest revoke
   t.equal(next.state, 'pending', 'the 257th rotation still registers a key')
   t.equal(registry.key(source.source_id, first.key_id), undefined, 'the oldest revoked record made room')
   t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, 255)
+  await registry.revokeKey(source.source_id, next.key_id)
+  const live = []
+  for (let i = 0; i < 31; i++) live.push(await registry.addKey(source.source_id, rawKey()))
+  for (const k of live) await registry.revokeKey(source.source_id, k.key_id)
+  t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, 256, 'revoking keeps the bound too')
 })
 
 t.test('a thousand concurrent requests to flag a source write the registry once', async (t) => {
