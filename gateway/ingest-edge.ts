@@ -140,7 +140,9 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
         if (isObject && (json.value as Record<string, unknown>)['source_id'] !== urlSourceId) {
           return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body must equal the source id in the URL and X-Svc-Source-Id'))
         }
-        const key = auth instanceof ApiError ? auth : checkKeyAndSkew(registry, source, auth, receivedAtMs)
+        // Judged on the head, once: a revocation or a clock passing the skew while the body
+        // arrives is caught by the pipeline, which checks both again after verification.
+        const key = headCheck
         if (key instanceof ApiError) return refuse(reply, ctx, key)
         // The slot is spent by the pipeline's verify; a full queue means waiting would only add latency.
         if (!pool.reserve()) return shed(reply)

@@ -220,7 +220,7 @@ export class Registry {
         throw new ApiError('limit_exceeded', `a source holds at most ${REGISTRY_LIMITS.liveKeysPerSource} keys that are not revoked: revoke one first`)
       }
       if (existing.some((k) => k.public_key === encoded)) throw new ApiError('key_exists', 'this public key is already registered for the source')
-      this.#pruneRevoked(sourceId, REGISTRY_LIMITS.revokedKeysPerSource - 1)
+      this.#pruneRevoked(existing, REGISTRY_LIMITS.revokedKeysPerSource - 1)
       const record: KeyRecord = {
         key_id: newId('key'),
         source_id: sourceId,
@@ -237,9 +237,9 @@ export class Registry {
     })
   }
 
-  /** Drops the oldest revoked records of the source until at most `keep` remain. */
-  #pruneRevoked(sourceId: string, keep: number): void {
-    const revoked = this.keysOf(sourceId)
+  /** Drops the oldest revoked records among one source's `keys` until at most `keep` remain. */
+  #pruneRevoked(keys: readonly KeyRecord[], keep: number): void {
+    const revoked = keys
       .filter((k) => k.state === 'revoked')
       .sort((a, b) => ((a.revoked_at ?? '') < (b.revoked_at ?? '') ? -1 : 1))
     for (const k of revoked.slice(0, Math.max(0, revoked.length - keep))) this.#keys.delete(k.key_id)
@@ -282,7 +282,7 @@ export class Registry {
       if (key.state !== 'revoked') {
         key.state = 'revoked'
         key.revoked_at = this.#iso()
-        this.#pruneRevoked(sourceId, REGISTRY_LIMITS.revokedKeysPerSource)
+        this.#pruneRevoked(this.keysOf(sourceId), REGISTRY_LIMITS.revokedKeysPerSource)
       }
       return key
     })

@@ -48,9 +48,8 @@ export class BodyReader {
   #tail: Upload | undefined
   #count = 0
   #slow = 0
-  /** Uploads started since the last check; an array reused, not a set, to keep the hot path free of hash tables. */
+  /** Uploads started since the last check (an array, not a set: no hash table on the hot path); a check is due while it is not empty. */
   #fresh: Upload[] = []
-  #checkScheduled = false
 
   constructor(timeoutMs: number, maxSlow: number) {
     this.#timeoutMs = timeoutMs
@@ -70,8 +69,8 @@ export class BodyReader {
 
   /** One event-loop turn after uploads started: those still incomplete are slow. */
   readonly #checkFresh = (): void => {
-    this.#checkScheduled = false
     const fresh = this.#fresh
+    this.#fresh = []
     for (let i = 0; i < fresh.length; i++) {
       const upload = fresh[i] as Upload
       if (!upload.linked) continue
@@ -83,7 +82,6 @@ export class BodyReader {
         this.#slow++
       }
     }
-    fresh.length = 0
   }
 
   #sweep(): void {
@@ -152,11 +150,7 @@ export class BodyReader {
       mayBeSlow,
     }
     this.#link(upload)
-    this.#fresh.push(upload)
-    if (!this.#checkScheduled) {
-      this.#checkScheduled = true
-      setImmediate(this.#checkFresh)
-    }
+    if (this.#fresh.push(upload) === 1) setImmediate(this.#checkFresh)
     res.onData((chunk, isLast) => {
       const state = live
       if (state === undefined) return
