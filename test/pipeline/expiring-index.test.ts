@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { ExpiringIndex } from '../../pipeline/ingest/expiring-index.js'
+import { ExpiringIndex, ShardedExpiringIndex } from '../../pipeline/ingest/expiring-index.js'
 
 type Op = { kind: 'insert'; key: number; ttl: number } | { kind: 'tick'; by: number }
 
@@ -15,8 +15,9 @@ t.test('property: the index answers like a Map of key → expiry under any seque
     fc.record({ kind: fc.constant('tick' as const), by: fc.integer({ min: 0, max: 20 }) }),
   )
   fc.assert(
-    fc.property(fc.array(op, { maxLength: 400 }), (ops: Op[]) => {
-      const index = new ExpiringIndex({ initialCapacity: 16 })
+    // Growing early (growAtFill below 1) doubles a ring that is not full, whose copies carry unused slots.
+    fc.property(fc.array(op, { maxLength: 400 }), fc.constantFrom(1, 0.9, 0.51), (ops: Op[], growAtFill: number) => {
+      const index = new ExpiringIndex({ initialCapacity: 16, growAtFill })
       const value = index.column((n) => new Float64Array(n))
       const model = new Map<number, { expiresAt: number; slot: number; v: number }>()
       let now = 0
@@ -61,4 +62,42 @@ t.test('expired entries leave from the head and the ring grows past its first ca
   t.equal(index.size, 500, 'entries that expired before 500 are gone; 500 itself is still live')
   t.equal(index.find(10, 30, 500), -1)
   t.ok(index.find(700, 2100, 500) >= 0)
+})
+
+t.test('a ring grows at its fill level, not only when full', async (t) => {
+  const index = new ExpiringIndex({ initialCapacity: 64, growAtFill: 0.75 })
+  for (let i = 0; i < 47; i++) index.insert(i, i, 1)
+  t.equal(index.capacity, 64, '47 of 64: below the fill level')
+  index.insert(47, 47, 1)
+  t.equal(index.capacity, 64, 'the 48th entry fills it to 75 %')
+  index.insert(48, 48, 1)
+  t.equal(index.capacity, 128, 'the next insert doubles it')
+  for (let i = 0; i < 49; i++) t.ok(index.find(i, i, 0) >= 0, `entry ${i} survives the growth`)
+  t.throws(() => new ExpiringIndex({ initialCapacity: 16, growAtFill: 0.5 }), RangeError)
+})
+
+/**
+ * Keys that spread perfectly evenly over the shards are the worst case: if every shard
+ * grew only when full, all 32 would double within 32 inserts of each other, one stall
+ * after another.
+ */
+t.test('the shards of a sharded index do not grow all at once', async (t) => {
+  const perShard = 256
+  const index = new ShardedExpiringIndex({ initialCapacity: perShard * ShardedExpiringIndex.SHARDS })
+  const grewAt: number[] = []
+  const capacities = index.shards.map((s) => s.capacity)
+  // One round more than the shards' capacity, so that the shards growing only when full grow too.
+  for (let i = 0; i < (perShard + 1) * ShardedExpiringIndex.SHARDS; i++) {
+    const shard = i % ShardedExpiringIndex.SHARDS
+    index.shards[shard]!.insert(shard, i, 1)
+    if (index.shards[shard]!.capacity !== capacities[shard]) {
+      capacities[shard] = index.shards[shard]!.capacity
+      grewAt.push(i)
+    }
+  }
+  t.equal(grewAt.length, ShardedExpiringIndex.SHARDS, 'every shard doubled once on the way to its first capacity')
+  const gaps = grewAt.slice(1).map((at, i) => at - grewAt[i]!)
+  t.ok(Math.min(...gaps) >= 32, `consecutive growths are at least a round of the shards apart (smallest gap ${Math.min(...gaps)})`)
+  const span = grewAt[grewAt.length - 1]! - grewAt[0]!
+  t.ok(span >= perShard * ShardedExpiringIndex.SHARDS * 0.3, `the growths spread over ${span} of ${perShard * ShardedExpiringIndex.SHARDS} inserts`)
 })
