@@ -122,25 +122,22 @@ export function jsonRoute(
       if (held) budget.inFlight -= declared
       held = false
     }
+    // Whichever way the upload ends, its bytes go back to the budget first.
+    const thenGiveBack =
+      <A extends unknown[]>(handler: (...args: A) => void) =>
+      (...args: A) => {
+        giveBack()
+        handler(...args)
+      }
     const cancel = parts.bodies.read(res, MAX_CONTROL_BODY_BYTES, {
-      onTimeout: () => {
-        giveBack()
-        fail(new ApiError('invalid_request', 'request body was not received in time'), true)
-      },
-      onTooLarge: () => {
-        giveBack()
-        fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true)
-      },
-      onBusy: () => {
-        giveBack()
-        fail(new ApiError('overloaded', 'too many request bodies are arriving slowly; retry', { retryAfter: 1 }), true)
-      },
-      onBody: (raw) => {
-        giveBack()
+      onTimeout: thenGiveBack(() => fail(new ApiError('invalid_request', 'request body was not received in time'), true)),
+      onTooLarge: thenGiveBack(() => fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true)),
+      onBusy: thenGiveBack(() => fail(new ApiError('overloaded', 'too many request bodies are arriving slowly; retry', { retryAfter: 1 }), true)),
+      onBody: thenGiveBack((raw: Buffer) => {
         const parsed = parseStrictJson(raw)
         if (!parsed.ok) return fail(new ApiError('invalid_request', `body is not valid JSON: ${parsed.reason}`))
         run(parsed.value)
-      },
+      }),
     })
     reply.onAbort = () => {
       cancel()

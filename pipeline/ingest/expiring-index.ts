@@ -60,13 +60,14 @@ export class ExpiringIndex {
     return this.#count
   }
 
-  /** Entries the ring holds before it next doubles, plus its unused room. */
+  /** Slots in the ring; it doubles once `growAtFill` of them are taken. */
   get capacity(): number {
     return this.#capacity
   }
 
+  /** At most the capacity (growAtFill ≤ 1), and past half of it. */
   #growThreshold(): number {
-    return Math.max(1, Math.min(this.#capacity, Math.ceil(this.#capacity * this.#growAtFill)))
+    return Math.ceil(this.#capacity * this.#growAtFill)
   }
 
   /** Adds a column of `width` values per entry; read it through the returned getter, which follows growth. */
