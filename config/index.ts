@@ -1,5 +1,6 @@
 import Type from 'typebox'
 import { Compile } from 'typebox/compile'
+import { MAX_TOKEN_CHARS } from '../registry/records.js'
 
 export { missingNodeFlags, NODE_FLAGS } from './node-flags.js'
 
@@ -12,7 +13,7 @@ const Env = {
   PORT: { type: 'int', default: 8080, min: 0, max: 65535, help: 'TCP port to listen on (0 picks a free one)' },
   HOST: { type: 'string', default: '0.0.0.0', help: 'address to bind' },
   DATA_DIR: { type: 'string', default: './data', help: 'folder holding the journal and the registry' },
-  ADMIN_TOKEN: { type: 'string', default: '', help: 'admin bearer token, at least 32 visible ASCII characters; generated into DATA_DIR/admin-token when empty' },
+  ADMIN_TOKEN: { type: 'string', default: '', help: `admin bearer token, 32 to ${MAX_TOKEN_CHARS} visible ASCII characters; generated into DATA_DIR/admin-token when empty` },
   PUBLIC_BASE_URL: { type: 'string', default: '', help: 'base URL used in ingest_endpoint; default http://localhost:<bound port>' },
   LOG_LEVEL: { type: 'enum', default: 'info', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], help: 'pino log level' },
   JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (see README)' },
@@ -43,11 +44,12 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
 const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'ADMIN_', 'PUBLIC_BASE']
 
 /**
- * An admin token must be guessable by nobody and sendable as `Bearer <token>`: at least
- * 32 characters (a generated one has 53), visible ASCII, no spaces.
+ * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to
+ * MAX_TOKEN_CHARS characters (a generated one has 53), visible ASCII, no spaces. A
+ * longer one would pass here and then fail every request.
  */
 export function isUsableAdminToken(token: string): boolean {
-  return /^[\x21-\x7e]{32,}$/.test(token)
+  return token.length >= 32 && token.length <= MAX_TOKEN_CHARS && /^[\x21-\x7e]+$/.test(token)
 }
 
 export class ConfigError extends Error {
@@ -108,8 +110,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`ADMIN_TOKEN is not valid: ${Env.ADMIN_TOKEN.help} (got ${config.ADMIN_TOKEN.length} characters)`)
   }
   // An empty PUBLIC_BASE_URL becomes http://localhost:<bound port> once the gateway listens.
-  if (config.PUBLIC_BASE_URL !== '' && !/^https?:\/\/[^\s/]+(\/[^\s]*)?$/.test(config.PUBLIC_BASE_URL)) {
-    throw new ConfigError(`PUBLIC_BASE_URL=${JSON.stringify(config.PUBLIC_BASE_URL)} is not valid: give an http(s) URL such as https://ingest.example.com`)
+  // An origin, no path: the gateway serves /v1/... at its root, and a creator signs the
+  // path it sends, so a prefix a proxy strips would break every signature.
+  if (config.PUBLIC_BASE_URL !== '' && !/^https?:\/\/[^\s/?#]+\/?$/.test(config.PUBLIC_BASE_URL)) {
+    throw new ConfigError(
+      `PUBLIC_BASE_URL=${JSON.stringify(config.PUBLIC_BASE_URL)} is not valid: give the http(s) origin the gateway is reached at, without a path, such as https://ingest.example.com`,
+    )
   }
   config.PUBLIC_BASE_URL = config.PUBLIC_BASE_URL.replace(/\/+$/, '')
   return config

@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, SignedRequest, VerifyPool } from '../pipeline/index.js'
-import { parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
+import { isValidSignalId, parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
 import type { LiveKey, Registry, SourceRecord } from '../registry/index.js'
 import { ApiError } from '../schemas/api-error.js'
 import { isWithinSkew } from '../schemas/signal.js'
@@ -138,6 +138,9 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
         // A body that is not a JSON object has no source_id to compare; it fails later as invalid_body.
         const isObject = json.ok && typeof json.value === 'object' && json.value !== null && !Array.isArray(json.value)
         if (isObject && (json.value as Record<string, unknown>)['source_id'] !== urlSourceId) {
+          // The creator looks a refusal up by its signal id; quoted only when well-formed.
+          const signalId = (json.value as Record<string, unknown>)['signal_id']
+          if (isValidSignalId(signalId)) ctx.signalId = signalId
           return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body must equal the source id in the URL and X-Svc-Source-Id'))
         }
         // Judged on the head, once: a revocation or a clock passing the skew while the body

@@ -9,7 +9,7 @@ import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
 import { requestPrincipal } from './http/bearer.js'
 import { BodyReader } from './http/body-reader.js'
-import { MAX_CONTROL_SLOW_UPLOADS, type JsonRoutesParts } from './http/json-route.js'
+import { MAX_CONTROL_SLOW_UPLOADS, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
 import { Reply } from './http/reply.js'
 import { nextRequestId } from './http/request-id.js'
 import { uws, type us_listen_socket } from './http/uws.js'
@@ -68,7 +68,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     options.logger.info({ refusals: Object.fromEntries(refusals) }, 'ingest refusals in the last minute')
     refusals.clear()
   }, 60_000).unref()
-  const parts: JsonRoutesParts = { app, registry: options.registry, bodies: controlBodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 } }
+  const parts: JsonRoutesParts = { app, registry: options.registry, bodies: controlBodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 }, routes: new Map() }
 
   app.post(
     '/v1/byo/sources/:source_id/signals',
@@ -116,7 +116,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     )
   })
   app.get('/v1/openapi.json', (res) => new Reply(res, nextRequestId()).send(200, openApiDocument(baseUrl)))
-  app.any('/v1/byo/sources/:source_id/signals', (res) => new Reply(res, nextRequestId()).fail(new ApiError('method_not_allowed', 'use POST'), true))
+  refuseOtherMethods(parts)
+  app.any('/v1/byo/sources/:source_id/signals', (res) => new Reply(res, nextRequestId()).fail(new ApiError('method_not_allowed', 'use POST', { allow: 'POST' }), true))
   app.any('/*', (res) => new Reply(res, nextRequestId()).fail(new ApiError('not_found', 'no such endpoint'), true))
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {

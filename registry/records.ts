@@ -8,6 +8,13 @@ export interface Principal {
   readonly subject: string
 }
 
+/**
+ * Longest bearer token looked at, admin token included: enough for any generated
+ * token (57 characters) with room, and a bound on what an unauthenticated request can
+ * make the gateway hash.
+ */
+export const MAX_TOKEN_CHARS = 256
+
 /** A token as stored: only its SHA-256, never the token itself. */
 export interface TokenRecord {
   token_id: string

@@ -1,6 +1,7 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { ApiError } from '../schemas/api-error.js'
 import type { Listing, Manifest } from '../schemas/manifest.js'
+import { MAX_TOKEN_CHARS } from './records.js'
 import type { AgentRecord, KeyRecord, Principal, RegistrySnapshot, SourceRecord, TokenRecord } from './records.js'
 import type { RegistryStore } from './registry-store.js'
 
@@ -120,7 +121,7 @@ export class Registry {
    * look-up can only reveal bits of a hash, never of a token.
    */
   authenticate(token: string): Principal | undefined {
-    if (token.length === 0 || token.length > 256) return undefined
+    if (token.length === 0 || token.length > MAX_TOKEN_CHARS) return undefined
     const digest = createHash('sha256').update(token).digest()
     if (timingSafeEqual(digest, this.#adminHash)) return { role: 'admin', subject: 'admin' }
     const record = this.#tokens.get(digest.toString('hex'))

@@ -54,8 +54,10 @@ export class ApiError extends Error {
   readonly status: number
   /** Seconds, sent as `Retry-After` on 429 and 503. */
   readonly retryAfter: number | undefined
+  /** The methods a 405's path does take, sent as `Allow` (RFC 9110 section 15.5.6). */
+  readonly allow: string | undefined
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfter?: number }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryAfter?: number; allow?: string }) {
     // A refusal is an answer, not a fault: no stack trace. Capturing one cost more than
     // the rest of a shed request under overload (tens of thousands per second).
     const limit = Error.stackTraceLimit
@@ -66,6 +68,7 @@ export class ApiError extends Error {
     this.code = code
     this.status = ERROR_STATUS[code]
     this.retryAfter = options?.retryAfter
+    this.allow = options?.allow
   }
 }
 

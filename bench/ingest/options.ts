@@ -12,6 +12,8 @@ import type { PhaseSpec } from './protocol.js'
  */
 
 export const CEILING_MS = 3_000
+/** The machine's own scheduling noise, measured next to each ceiling (cpu-noise.ts). */
+export const NOISE_MS = 5_000
 export const SOURCES = 16
 /**
  * Connections of the peak and half-peak phases. One request is in flight per

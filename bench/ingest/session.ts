@@ -5,7 +5,8 @@ import { startFloorServer, type FloorServer } from './floor-process.js'
 import { startGateway, type BenchGateway } from './gateway-process.js'
 import { LoadGeneratorProcess } from './load-generator-process.js'
 import { filesystemOf } from './machine-info.js'
-import { CEILING_MS, SOURCES } from './options.js'
+import { cpuNoiseLine, measureCpuNoise } from './cpu-noise.js'
+import { CEILING_MS, NOISE_MS, SOURCES } from './options.js'
 import { ProcessSampler } from './process-sampler.js'
 import type { PhaseSpec } from './protocol.js'
 import { provisionSources } from './provision.js'
@@ -29,6 +30,7 @@ process.once('SIGINT', () => {
 export async function ceiling(label: string): Promise<number> {
   const rate = await measureVerifyRate('sodium-native', CEILING_MS)
   print(`verify ceiling (${label}): sodium-native ${formatRate(rate)} verifies/s on one core (${CEILING_MS / 1000} s, this process)`)
+  print(`  ${cpuNoiseLine(await measureCpuNoise(NOISE_MS))}`)
   return rate
 }
 

@@ -10,7 +10,8 @@ export function registerIngestErrorsRoute(parts: JsonRoutesParts, errors: Ingest
   jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/ingest-errors', { access: 'creator' }, ({ principal, params, query }) => {
     const source = ownedSource(parts.registry, principal, params[0] as string)
     const rawLimit = query.get('limit')
-    const limit = rawLimit === null ? INGEST_ERRORS_PAGE.default : Number(rawLimit)
+    // Digits only: Number() would also take "1e2", "0x10" and " 5".
+    const limit = rawLimit === null ? INGEST_ERRORS_PAGE.default : /^[0-9]{1,4}$/.test(rawLimit) ? Number(rawLimit) : Number.NaN
     if (!Number.isInteger(limit) || limit < 1 || limit > INGEST_ERRORS_PAGE.max) {
       throw new ApiError('invalid_request', `limit must be an integer from 1 to ${INGEST_ERRORS_PAGE.max}`)
     }

@@ -1,7 +1,9 @@
+import { MAX_TOKEN_CHARS } from '../../registry/index.js'
 import type { Principal, Registry } from '../../registry/index.js'
 import type { HttpRequest } from './uws.js'
 
-const BEARER = /^Bearer ([\x21-\x7e]{1,256})$/
+/** The scheme is case-insensitive (RFC 9110 section 11.1); the token is not. */
+const BEARER = new RegExp(`^bearer ([\\x21-\\x7e]{1,${MAX_TOKEN_CHARS}})$`, 'i')
 
 /** The principal of an `Authorization: Bearer <token>` header, or undefined. */
 export function bearerPrincipal(registry: Registry, authorization: string): Principal | undefined {

@@ -54,6 +54,20 @@ export interface JsonRoutesParts {
   readonly track: (reply: Reply) => void
   /** Control-plane body bytes being read now, bounded by MAX_CONTROL_BODY_BYTES_IN_FLIGHT. */
   readonly controlBodyBytes: { inFlight: number }
+  /** Each registered pattern with its methods, for the 405s of `refuseOtherMethods`. */
+  readonly routes: Map<string, string[]>
+}
+
+/**
+ * Answers every other method on a registered path with 405 and `Allow`, instead of the
+ * 404 of a path that does not exist. Registered last: uWS prefers a route's own method
+ * over `any` on the same pattern.
+ */
+export function refuseOtherMethods(parts: JsonRoutesParts): void {
+  for (const [pattern, methods] of parts.routes) {
+    const allow = methods.join(', ')
+    parts.app.any(pattern, (res) => new Reply(res, nextRequestId()).fail(new ApiError('method_not_allowed', `use ${allow}`, { allow }), true))
+  }
 }
 
 /**
@@ -69,6 +83,7 @@ export function jsonRoute(
   handler: (ctx: RouteContext) => Promise<RouteResult> | RouteResult,
 ): void {
   const paramCount = (pattern.match(/:/g) ?? []).length
+  parts.routes.set(pattern, [...(parts.routes.get(pattern) ?? []), method.toUpperCase()])
   parts.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
     const reply = new Reply(res, nextRequestId())
     parts.track(reply)

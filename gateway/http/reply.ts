@@ -120,9 +120,17 @@ export class Reply {
     })
   }
 
-  /** Spec 2.4 error body, with Retry-After on 429 and 503 (RFC 6585). */
+  /**
+   * Spec 2.4 error body, with the headers HTTP asks of some statuses: Retry-After on 429
+   * and 503 (RFC 6585), Allow on 405, and WWW-Authenticate on a missing or unknown
+   * bearer token (RFC 9110 section 11.6.1). Ingest's own 401s name their cause in the
+   * body's code: their scheme is the signature headers, which no challenge describes.
+   */
   fail(error: ApiError, close = false): void {
-    const headers = error.retryAfter === undefined ? undefined : { 'retry-after': String(error.retryAfter) }
+    let headers: Record<string, string> | undefined
+    if (error.retryAfter !== undefined) headers = { 'retry-after': String(error.retryAfter) }
+    else if (error.allow !== undefined) headers = { allow: error.allow }
+    else if (error.code === 'unauthorized') headers = { 'www-authenticate': 'Bearer' }
     this.send(error.status, { ok: false, error: { code: error.code, message: error.message, request_id: this.requestId } }, headers, close)
   }
 }

@@ -142,9 +142,11 @@ export class IngestPipeline {
       switch (found.kind) {
         case 'in_flight':
           await found.settled
+          // The wait can outlast a revocation, which must win over the replay's 202.
+          assertNotRevoked(req.key)
           continue
         case 'replay':
-          if (found.record.test) await this.#markTested(req)
+          await this.#markTested(req)
           return accepted(sourceId, found.record, true)
         case 'conflict':
           throw new ApiError('idempotency_conflict', 'this signal_id or Idempotency-Key was already used with a different body')
@@ -197,7 +199,7 @@ export class IngestPipeline {
     if (appended.duplicate && remembered.bodySha256 !== req.bodySha256) {
       throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
-    if (remembered.test) await this.#markTested(req)
+    await this.#markTested(req)
     return accepted(source.source_id, remembered, appended.duplicate)
   }
 
@@ -215,9 +217,12 @@ export class IngestPipeline {
   }
 
   /**
-   * Spec 3.1: an accepted test signal lets the key be promoted. Best-effort once the
-   * signal is durable: the 202 stands even if the registry write fails, and a retry
-   * of the test signal (a deduplicated accept) marks the key again.
+   * Spec 3.1: an accepted test signal lets the key be promoted. Any 202 to a pending
+   * key's request counts, a deduplicated one included: the key signed a valid request
+   * for a signal the log holds, which is what the test is for (during a rotation the
+   * new key's first push is often a signal the old key already sent). Best-effort once
+   * the signal is durable: the 202 stands even if the registry write fails, and a retry
+   * marks the key again.
    */
   async #markTested(req: SignedRequest): Promise<void> {
     const { key, source } = req

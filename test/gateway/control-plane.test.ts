@@ -12,12 +12,33 @@ t.test('admin endpoints need the admin token', async (t) => {
   const none = await call(gw.url, 'POST', '/v1/admin/tokens', { body: { role: 'creator', subject: 'c1' } })
   t.equal(none.status, 401)
   t.equal(none.body.error.code, 'unauthorized')
+  const challenged = await fetch(`${gw.url}/v1/admin/tokens`, { method: 'POST', body: '{}' })
+  t.equal(challenged.headers.get('www-authenticate'), 'Bearer', 'a 401 says which scheme it wants')
   const wrong = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken + 'x', body: { role: 'creator', subject: 'c1' } })
   t.equal(wrong.status, 401)
   const src = await provision(gw)
   const creator = await call(gw.url, 'POST', '/v1/admin/agents', { token: src.creatorToken, body: { agent_id: 'a', creator_id: 'c', slots: 1 } })
   t.equal(creator.status, 403)
   t.equal(creator.body.error.code, 'forbidden')
+})
+
+t.test('another method on a control-plane path is 405 with Allow, not the 404 of a path that does not exist', async (t) => {
+  for (const [method, path, allow] of [
+    ['GET', '/v1/admin/tokens', 'POST'],
+    ['DELETE', '/v1/admin/agents', 'POST'],
+    ['GET', '/v1/byo/sources/src_x/keys/key_y/promote', 'POST'],
+    ['PUT', '/v1/byo/sources/src_x', 'GET'],
+    ['POST', '/v1/byo/sources/src_x/ingest-errors', 'GET'],
+  ] as const) {
+    const res = await fetch(`${gw.url}${path}`, { method, headers: { authorization: `Bearer ${gw.adminToken}` } })
+    t.equal(res.status, 405, `${method} ${path}`)
+    t.equal(res.headers.get('allow'), allow, `${method} ${path} allows ${allow}`)
+    t.equal(((await res.json()) as any).error.code, 'method_not_allowed')
+  }
+  const keys = await fetch(`${gw.url}/v1/byo/sources/src_x/keys`, { method: 'DELETE' })
+  t.equal(keys.status, 405)
+  t.same(keys.headers.get('allow')?.split(', ').sort(), ['GET', 'POST'])
+  t.equal((await fetch(`${gw.url}/v1/admin/nothing`)).status, 404)
 })
 
 t.test('a token is shown once and stored only as a hash', async (t) => {
@@ -135,7 +156,9 @@ t.test('ingest errors are cursor-paginated newest first', async (t) => {
   t.equal(all.body.data[0].status, 400)
   t.equal(all.body.data[0].key_id, src.keyId)
   t.match(all.body.data[0].signal_id, /^sig_/)
-  t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?limit=0`, { token: src.creatorToken })).status, 400)
+  for (const limit of ['0', '201', '1e2', '0x10', '%205', '2.0', 'two']) {
+    t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?limit=${limit}`, { token: src.creatorToken })).status, 400, `limit ${limit}`)
+  }
   for (const forged of ['zzz', ' 5 ', '0x10', '05', '-1']) {
     const cursor = forged === 'zzz' ? forged : Buffer.from(forged).toString('base64url')
     t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?cursor=${cursor}`, { token: src.creatorToken })).status, 400, `cursor ${forged}`)
@@ -186,6 +209,9 @@ t.test('metrics: admin only, Prometheus text, counting accepts, refusals and acc
   await push(gw, src.sign(payload(src.sourceId, { severity: 'nope' })))
   t.equal((await fetch(`${gw.url}/metrics`)).status, 401)
   t.equal((await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${src.creatorToken}` } })).status, 403)
+  t.equal((await fetch(`${gw.url}/metrics`, { headers: { authorization: `bearer ${src.creatorToken}` } })).status, 403, 'the scheme is case-insensitive')
+  t.equal((await fetch(`${gw.url}/metrics`, { headers: { authorization: `BEARER ${gw.adminToken}` } })).status, 200)
+  t.equal((await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken.toUpperCase()}` } })).status, 401, 'the token is not')
   const res = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
   t.equal(res.status, 200)
   t.match(res.headers.get('content-type'), /^text\/plain/)

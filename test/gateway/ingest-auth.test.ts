@@ -160,8 +160,13 @@ t.test('header source id different from the URL is refused with 400 invalid_sour
   expectError(await push(gw, { ...signed, headers: { ...signed.headers, 'x-svc-source-id': 'src_other' } }), 400, 'invalid_source_id')
 })
 
-t.test('body source_id different from the URL is refused with 400 invalid_source_id', async () => {
-  expectError(await push(gw, src.sign(payload('src_other'))), 400, 'invalid_source_id')
+t.test('body source_id different from the URL is refused with 400 invalid_source_id, listed with its signal id', async (t) => {
+  const p = payload('src_other')
+  const res = await push(gw, src.sign(p))
+  expectError(res, 400, 'invalid_source_id')
+  const listed = await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?limit=200`, { token: src.creatorToken })
+  const entry = listed.body.data.find((e: any) => e.request_id === res.body.error.request_id)
+  t.equal(entry?.signal_id, p.signal_id, 'the refusal names the signal the creator sent')
 })
 
 t.test('check precedence: a source id mismatch is reported before a bad signature', async () => {

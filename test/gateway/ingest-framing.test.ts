@@ -153,6 +153,7 @@ t.test('a Content-Type other than application/json is refused with 400 invalid_b
 t.test('GET on the ingest path is 405 and an unknown path is 404, both with error bodies', async (t) => {
   const get = await fetch(`${gw.url}${path}`)
   t.equal(get.status, 405)
+  t.equal(get.headers.get('allow'), 'POST')
   t.equal(((await get.json()) as any).error.code, 'method_not_allowed')
   const missing = await fetch(`${gw.url}/v1/nothing`)
   t.equal(missing.status, 404)

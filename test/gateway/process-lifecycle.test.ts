@@ -20,7 +20,7 @@ t.test('healthz says alive and readyz says ready', async (t) => {
 })
 
 t.test('a bad variable stops the start with a message naming it', async (t) => {
-  for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2'], ['ADMIN_TOKEN', 'short-admin-token'], ['ADMIN_TOKEN', `${'a'.repeat(20)} ${'b'.repeat(20)}`]] as const) {
+  for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2'], ['ADMIN_TOKEN', 'short-admin-token'], ['ADMIN_TOKEN', `${'a'.repeat(20)} ${'b'.repeat(20)}`], ['ADMIN_TOKEN', 'x'.repeat(257)], ['PUBLIC_BASE_URL', 'https://ingest.example.com/prefix'], ['PUBLIC_BASE_URL', 'ftp://ingest.example.com']] as const) {
     const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], [name]: value, DATA_DIR: '/nonexistent/never' }, encoding: 'utf8', timeout: 20_000 })
     t.equal(run.status, 78, `${name}=${value} exits with EX_CONFIG`)
     t.match(run.stderr, name, `the message names ${name}`)

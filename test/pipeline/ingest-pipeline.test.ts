@@ -262,3 +262,54 @@ t.test('a key revoked while a request waits for an in-flight duplicate is refuse
   await t.rejects(b, { code: 'revoked_key' }, 'the duplicate that waited sees the revocation')
   t.equal(log.info().lastSeq, 0, 'nothing was logged')
 })
+
+t.test('a key revoked while its request waits for a duplicate that then succeeds gets revoked_key, not the replay 202', async (t) => {
+  const { verifier, request, makePipeline, log, registry, source, keyRecord } = await setup(t)
+  // The real journal behind a gate that holds the first append until released: the
+  // only way to keep a duplicate waiting while the key is revoked.
+  let releaseFirst: (() => void) | undefined
+  const gated = Object.create(log, {
+    append: {
+      value: (id: string, data: Uint8Array) => {
+        if (releaseFirst !== undefined) return log.append(id, data)
+        return new Promise<void>((resolve) => (releaseFirst = resolve)).then(() => log.append(id, data))
+      },
+    },
+  })
+  const pipeline = makePipeline({ log: gated })
+  const first = request()
+  const a = pipeline.process(first)
+  await settle()
+  verifier.gates.shift()!(true)
+  await settle()
+  t.ok(releaseFirst, 'the first request is appending')
+  const b = pipeline.process({ ...first, nonce: 'second-nonce', nonceClaimed: false })
+  await settle()
+  verifier.gates.shift()!(true)
+  await settle()
+  await registry.revokeKey(source.source_id, keyRecord.key_id)
+  releaseFirst!()
+  const acceptedFirst = await a
+  t.notOk(acceptedFirst.deduplicated, 'the first was past its last look and is accepted')
+  await t.rejects(b, { code: 'revoked_key' }, 'the duplicate that waited sees the revocation')
+  t.equal(log.info().lastSeq, 1, 'one record')
+})
+
+t.test("a pending key's deduplicated 202 for a signal another key sent marks it tested", async (t) => {
+  const { verifier, pipeline, request, registry, source } = await setup(t)
+  const first = request()
+  const a = pipeline.process(first)
+  await settle()
+  verifier.gates.shift()!(true)
+  await a
+  const raw = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
+  const next = await registry.addKey(source.source_id, raw)
+  const b = pipeline.process({ ...first, nonce: 'rotation-nonce', nonceClaimed: false, key: registry.key(source.source_id, next.key_id)! })
+  await settle()
+  verifier.gates.shift()!(true)
+  const replayed = await b
+  t.equal(replayed.deduplicated, true)
+  t.not(registry.key(source.source_id, next.key_id)!.record.tested_at, null, 'the new key may now be promoted')
+  await registry.promoteKey(source.source_id, next.key_id)
+  t.equal(registry.key(source.source_id, next.key_id)!.record.state, 'active')
+})
