@@ -30,7 +30,7 @@ export interface CpuNoise {
 const SPINNER = `
 const { workerData, parentPort } = require('node:worker_threads')
 const go = new Int32Array(workerData.go)
-parentPort.postMessage('ready')
+parentPort.postMessage(require('node:fs').readlinkSync('/proc/thread-self'))
 Atomics.wait(go, 0, 0)
 const end = performance.now() + workerData.ms
 const gaps = []
@@ -52,7 +52,11 @@ export async function measureCpuNoise(ms: number): Promise<CpuNoise> {
     w.once('message', resolve)
     w.once('error', reject)
   })
-  await Promise.all(workers.map(next))
+  // Left out: each spinner's own task (pid/task/tid), and this thread, which only waits
+  // (its reading of /proc lands in the figures). This process's other threads count as
+  // noise like any task: a collection of its heap takes the cores as well.
+  const leftOut = new Set([`${process.pid}/${process.pid}`])
+  for (const self of await Promise.all(workers.map(next))) leftOut.add(String(self).replace(/^.*?(\d+)\/task\/(\d+)$/, '$1/$2'))
   const runs = workers.map(next)
   const before = taskCpuMs()
   Atomics.store(new Int32Array(go), 0, 1)
@@ -61,7 +65,7 @@ export async function measureCpuNoise(ms: number): Promise<CpuNoise> {
   const after = taskCpuMs()
   const others = new Map<string, number>()
   for (const [id, task] of after) {
-    if (task.pid === process.pid) continue
+    if (leftOut.has(id)) continue
     const spent = task.ms - (before.get(id)?.ms ?? 0)
     if (spent > 0) others.set(task.name, (others.get(task.name) ?? 0) + spent)
   }
@@ -84,8 +88,8 @@ export function cpuNoiseLine(n: CpuNoise): string {
 }
 
 /** CPU time of every task (thread) on the machine, by pid/tid; empty where /proc is absent. */
-function taskCpuMs(): Map<string, { pid: number; name: string; ms: number }> {
-  const tasks = new Map<string, { pid: number; name: string; ms: number }>()
+function taskCpuMs(): Map<string, { name: string; ms: number }> {
+  const tasks = new Map<string, { name: string; ms: number }>()
   let pids: string[]
   try {
     pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d))
@@ -103,7 +107,7 @@ function taskCpuMs(): Map<string, { pid: number; name: string; ms: number }> {
       try {
         const ns = Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0])
         const name = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim()
-        tasks.set(`${pid}/${tid}`, { pid: Number(pid), name, ms: ns / 1e6 })
+        tasks.set(`${pid}/${tid}`, { name: pid === String(process.pid) ? `${name} (bench)` : name, ms: ns / 1e6 })
       } catch {
         // exited meanwhile
       }
