@@ -231,48 +231,22 @@ t.test('after a restart an Idempotency-Key of an accepted signal still conflicts
   await t.rejects(other, { code: 'idempotency_conflict' })
 })
 
-t.test('a key revoked while a request waits for an in-flight duplicate is refused at the last look before the append', async (t) => {
+/**
+ * Sends a request and then its duplicate, holds the first one's append until both are
+ * past verification, revokes the key, and lets the append fail or succeed. The real
+ * journal behind a gate: the only way to keep the duplicate waiting during a revoke.
+ */
+async function revokeWhileDuplicateWaits(t: Parameters<typeof setup>[0], outcome: 'fail' | 'succeed') {
   const { verifier, request, makePipeline, log, registry, source, keyRecord } = await setup(t)
   const { LogError } = await import('../../pipeline/index.js')
-  // The real journal behind a gate that holds the first append, then fails it: the
-  // only way to keep a duplicate waiting while the key is revoked.
-  let failFirst: (() => void) | undefined
-  const gated = Object.create(log, {
-    append: {
-      value: (id: string, data: Uint8Array) =>
-        failFirst === undefined
-          ? new Promise((_, reject) => (failFirst = () => reject(new LogError('log_io', 'write failed: EIO'))))
-          : log.append(id, data),
-    },
-  })
-  const pipeline = makePipeline({ log: gated })
-  const first = request()
-  const a = pipeline.process(first)
-  await settle()
-  verifier.gates.shift()!(true)
-  await settle()
-  t.ok(failFirst, 'the first request is appending')
-  const b = pipeline.process({ ...first, nonce: 'second-nonce', nonceClaimed: false })
-  await settle()
-  verifier.gates.shift()!(true)
-  await settle()
-  await registry.revokeKey(source.source_id, keyRecord.key_id)
-  failFirst!()
-  await t.rejects(a, { code: 'not_ready' })
-  await t.rejects(b, { code: 'revoked_key' }, 'the duplicate that waited sees the revocation')
-  t.equal(log.info().lastSeq, 0, 'nothing was logged')
-})
-
-t.test('a key revoked while its request waits for a duplicate that then succeeds gets revoked_key, not the replay 202', async (t) => {
-  const { verifier, request, makePipeline, log, registry, source, keyRecord } = await setup(t)
-  // The real journal behind a gate that holds the first append until released: the
-  // only way to keep a duplicate waiting while the key is revoked.
-  let releaseFirst: (() => void) | undefined
+  let release: (() => void) | undefined
   const gated = Object.create(log, {
     append: {
       value: (id: string, data: Uint8Array) => {
-        if (releaseFirst !== undefined) return log.append(id, data)
-        return new Promise<void>((resolve) => (releaseFirst = resolve)).then(() => log.append(id, data))
+        if (release !== undefined) return log.append(id, data)
+        return new Promise<void>((resolve, reject) => {
+          release = outcome === 'succeed' ? resolve : () => reject(new LogError('log_io', 'write failed: EIO'))
+        }).then(() => log.append(id, data))
       },
     },
   })
@@ -282,15 +256,26 @@ t.test('a key revoked while its request waits for a duplicate that then succeeds
   await settle()
   verifier.gates.shift()!(true)
   await settle()
-  t.ok(releaseFirst, 'the first request is appending')
+  if (release === undefined) throw new Error('the first request is not appending')
   const b = pipeline.process({ ...first, nonce: 'second-nonce', nonceClaimed: false })
   await settle()
   verifier.gates.shift()!(true)
   await settle()
   await registry.revokeKey(source.source_id, keyRecord.key_id)
-  releaseFirst!()
-  const acceptedFirst = await a
-  t.notOk(acceptedFirst.deduplicated, 'the first was past its last look and is accepted')
+  release()
+  return { a, b, log }
+}
+
+t.test('a key revoked while a request waits for an in-flight duplicate is refused at the last look before the append', async (t) => {
+  const { a, b, log } = await revokeWhileDuplicateWaits(t, 'fail')
+  await t.rejects(a, { code: 'not_ready' })
+  await t.rejects(b, { code: 'revoked_key' }, 'the duplicate that waited sees the revocation')
+  t.equal(log.info().lastSeq, 0, 'nothing was logged')
+})
+
+t.test('a key revoked while its request waits for a duplicate that then succeeds gets revoked_key, not the replay 202', async (t) => {
+  const { a, b, log } = await revokeWhileDuplicateWaits(t, 'succeed')
+  t.notOk((await a).deduplicated, 'the first was past its last look and is accepted')
   await t.rejects(b, { code: 'revoked_key' }, 'the duplicate that waited sees the revocation')
   t.equal(log.info().lastSeq, 1, 'one record')
 })
