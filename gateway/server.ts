@@ -40,6 +40,8 @@ export interface Gateway {
   drain(graceMs: number): Promise<void>
 }
 
+const INGEST_PATH = '/v1/byo/sources/:source_id/signals'
+
 /** Starts the HTTP edge: ingest, control plane, health. */
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const app = uws.App()
@@ -70,8 +72,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }, 60_000).unref()
   const parts: JsonRoutesParts = { app, registry: options.registry, bodies: controlBodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 }, routes: new Map() }
 
+  parts.routes.set(INGEST_PATH, ['POST'])
   app.post(
-    '/v1/byo/sources/:source_id/signals',
+    INGEST_PATH,
     ingestHandler({
       registry: options.registry,
       pipeline: options.pipeline,
@@ -117,7 +120,6 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   })
   app.get('/v1/openapi.json', (res) => new Reply(res, nextRequestId()).send(200, openApiDocument(baseUrl)))
   refuseOtherMethods(parts)
-  app.any('/v1/byo/sources/:source_id/signals', (res) => new Reply(res, nextRequestId()).fail(new ApiError('method_not_allowed', 'use POST', { allow: 'POST' }), true))
   app.any('/*', (res) => new Reply(res, nextRequestId()).fail(new ApiError('not_found', 'no such endpoint'), true))
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {

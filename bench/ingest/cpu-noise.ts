@@ -47,6 +47,7 @@ parentPort.postMessage(gaps)
 export async function measureCpuNoise(ms: number): Promise<CpuNoise> {
   const threads = availableParallelism()
   const go = new SharedArrayBuffer(4)
+  const goFlag = new Int32Array(go)
   const workers = Array.from({ length: threads }, () => new Worker(SPINNER, { eval: true, workerData: { ms, go } }))
   const next = (w: Worker) => new Promise<unknown>((resolve, reject) => {
     w.once('message', resolve)
@@ -59,8 +60,8 @@ export async function measureCpuNoise(ms: number): Promise<CpuNoise> {
   for (const self of await Promise.all(workers.map(next))) leftOut.add(String(self).replace(/^.*?(\d+)\/task\/(\d+)$/, '$1/$2'))
   const runs = workers.map(next)
   const before = taskCpuMs()
-  Atomics.store(new Int32Array(go), 0, 1)
-  Atomics.notify(new Int32Array(go), 0)
+  Atomics.store(goFlag, 0, 1)
+  Atomics.notify(goFlag, 0)
   const gaps = (await Promise.all(runs)).flat() as number[]
   const after = taskCpuMs()
   const others = new Map<string, number>()

@@ -54,7 +54,7 @@ export interface JsonRoutesParts {
   readonly track: (reply: Reply) => void
   /** Control-plane body bytes being read now, bounded by MAX_CONTROL_BODY_BYTES_IN_FLIGHT. */
   readonly controlBodyBytes: { inFlight: number }
-  /** Each registered pattern with its methods, for the 405s of `refuseOtherMethods`. */
+  /** Each registered pattern with its methods (ingest's too), for the 405s of `refuseOtherMethods`. */
   readonly routes: Map<string, string[]>
 }
 

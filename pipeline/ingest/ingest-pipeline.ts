@@ -146,7 +146,7 @@ export class IngestPipeline {
           assertNotRevoked(req.key)
           continue
         case 'replay':
-          await this.#markTested(req)
+          if (awaitsTest(req.key)) await this.#markTested(req)
           return accepted(sourceId, found.record, true)
         case 'conflict':
           throw new ApiError('idempotency_conflict', 'this signal_id or Idempotency-Key was already used with a different body')
@@ -199,7 +199,7 @@ export class IngestPipeline {
     if (appended.duplicate && remembered.bodySha256 !== req.bodySha256) {
       throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
-    await this.#markTested(req)
+    if (awaitsTest(key)) await this.#markTested(req)
     return accepted(source.source_id, remembered, appended.duplicate)
   }
 
@@ -226,7 +226,6 @@ export class IngestPipeline {
    */
   async #markTested(req: SignedRequest): Promise<void> {
     const { key, source } = req
-    if (key.record.state !== 'pending' || key.record.tested_at !== null) return
     await this.#o.registry.markTested(source.source_id, key.record.key_id).catch((err: unknown) => this.#o.onWarning('could not mark the key tested', err))
   }
 
@@ -268,6 +267,11 @@ export class IngestPipeline {
     this.#nonces.sweep(now)
     this.#dedup.sweep(now)
   }
+}
+
+/** A pending key not yet tested. Checked before calling #markTested, so that an accept by any other key costs no async call. */
+function awaitsTest(key: LiveKey): boolean {
+  return key.record.state === 'pending' && key.record.tested_at === null
 }
 
 function assertNotRevoked(key: LiveKey): void {
