@@ -16,6 +16,12 @@ interface StoredRecord extends IngestErrorRecord {
   readonly source_id: string
   /** Present when the signature verified: the refusal came from the creator. */
   readonly nonce?: string
+  /**
+   * The record's place among its source's refusals, the number a cursor names. Kept so
+   * that a cursor means the same record after a restart, also once the diagnostics log
+   * has dropped its oldest segments (a count rebuilt from what is left would shift).
+   */
+  readonly n: number
 }
 
 /** One ring for refusals of requests whose signature verified, one for the rest. */
@@ -70,8 +76,8 @@ export class IngestErrorLog {
       if (batch.length === 0) break
       for (const r of batch) {
         const stored = JSON.parse(Buffer.from(r.data).toString('utf8')) as StoredRecord
-        const { source_id, nonce, ...record } = stored
-        this.#push(source_id, record, nonce !== undefined)
+        const { source_id, nonce, n, ...record } = stored
+        this.#push(source_id, record, nonce !== undefined, n)
         if (nonce !== undefined && record.key_id !== null && r.time >= nonceSinceMs) {
           nonces.push({ sourceId: source_id, keyId: record.key_id, nonce, time: r.time })
         }
@@ -99,23 +105,29 @@ export class IngestErrorLog {
   }
 
   #keep(sourceId: string, record: IngestErrorRecord, claimedNonce: string | undefined): void {
-    this.#push(sourceId, record, claimedNonce !== undefined)
-    const stored: StoredRecord = claimedNonce === undefined ? { ...record, source_id: sourceId } : { ...record, source_id: sourceId, nonce: claimedNonce }
+    const n = this.#push(sourceId, record, claimedNonce !== undefined)
+    const stored: StoredRecord =
+      claimedNonce === undefined ? { ...record, source_id: sourceId, n } : { ...record, source_id: sourceId, nonce: claimedNonce, n }
     // An empty dedup id turns the log's dedup off: every refusal is its own record,
     // and the log keeps no per-record memory for it.
     this.#log.append('', Buffer.from(JSON.stringify(stored))).catch(this.#onWriteError)
   }
 
-  #push(sourceId: string, record: IngestErrorRecord, verified: boolean): void {
+  /** Keeps a record under the next number of its source (or `storedSeq`, on load) and returns that number. */
+  #push(sourceId: string, record: IngestErrorRecord, verified: boolean, storedSeq?: number): number {
     let rings = this.#bySource.get(sourceId)
     if (rings === undefined) {
       rings = { verified: [], unverified: [], seq: 0 }
       this.#bySource.set(sourceId, rings)
     }
+    // Records are appended in the order they were numbered, so a stored number is above
+    // the last one; a record without one (or out of order) takes the next number.
+    rings.seq = storedSeq !== undefined && storedSeq > rings.seq ? storedSeq : rings.seq + 1
     const ring = verified ? rings.verified : rings.unverified
-    ring.push({ seq: ++rings.seq, record })
+    ring.push({ seq: rings.seq, record })
     // Trim in steps, not per record: splice is O(n).
     if (ring.length > this.#perSource * 1.25) ring.splice(0, ring.length - this.#perSource)
+    return rings.seq
   }
 
   /** Newest first; `cursor` is the opaque `next_cursor` of the previous page. */
