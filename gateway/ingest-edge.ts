@@ -137,10 +137,11 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
         const json = parseStrictJson(body)
         // A body that is not a JSON object has no source_id to compare; it fails later as invalid_body.
         const isObject = json.ok && typeof json.value === 'object' && json.value !== null && !Array.isArray(json.value)
+        // The creator looks a refusal up by its signal id (a stale clock, a wrong key):
+        // quoted for any refusal from here on, when the body holds a well-formed one.
+        const signalId = isObject ? (json.value as Record<string, unknown>)['signal_id'] : undefined
+        if (isValidSignalId(signalId)) ctx.signalId = signalId
         if (isObject && (json.value as Record<string, unknown>)['source_id'] !== urlSourceId) {
-          // The creator looks a refusal up by its signal id; quoted only when well-formed.
-          const signalId = (json.value as Record<string, unknown>)['signal_id']
-          if (isValidSignalId(signalId)) ctx.signalId = signalId
           return refuse(reply, ctx, new ApiError('invalid_source_id', 'source_id in the body must equal the source id in the URL and X-Svc-Source-Id'))
         }
         // Judged on the head, once: a revocation or a clock passing the skew while the body
@@ -168,7 +169,6 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
           bodySha256: hash('sha256', body, 'hex'),
           json,
           nonceClaimed: false,
-          signalId: null,
         }
         parts.pipeline.process(signed).then(
           (accepted) => {
@@ -177,7 +177,6 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
             logger.debug({ request_id: reply.requestId, source_id: urlSourceId, signal_id: accepted.signal_id }, 'ingest accepted')
           },
           (err: unknown) => {
-            ctx.signalId = signed.signalId
             ctx.nonce = signed.nonceClaimed ? nonce : undefined
             refuse(reply, ctx, err instanceof ApiError ? err : new ApiError('internal_error', 'the signal could not be stored; retry', { cause: err }))
           },

@@ -29,9 +29,8 @@ export interface SignedRequest {
   readonly body: Buffer
   readonly bodySha256: string
   readonly json: { ok: true; value: unknown } | { ok: false; reason: string }
-  /** Filled in as the request advances, for the ingest-error record. */
+  /** Set once the nonce is claimed: the ingest-error record keeps it for a restart. */
   nonceClaimed: boolean
-  signalId: string | null
 }
 
 export interface IngestPipelineOptions {
@@ -108,7 +107,6 @@ export class IngestPipeline {
     if (!isValidSignalId(signalId)) {
       throw new ApiError('invalid_signal_id', 'signal_id must be 8 to 128 characters of letters, digits, _, - and :')
     }
-    req.signalId = signalId
     // Part of dedup, so checked with it, after the signature: an unsigned header cannot
     // decide the answer ahead of the signed ones.
     if (req.idempotencyKeyCount > 1 || (req.idempotencyKey !== undefined && !isValidSignalId(req.idempotencyKey))) {

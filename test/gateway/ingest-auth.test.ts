@@ -169,6 +169,20 @@ t.test('body source_id different from the URL is refused with 400 invalid_source
   t.equal(entry?.signal_id, p.signal_id, 'the refusal names the signal the creator sent')
 })
 
+t.test('a refusal before the signature check (stale timestamp) or at it lists the signal id of the body', async (t) => {
+  const stale = payload(src.sourceId)
+  const ts = new Date(Date.now() - 400_000).toISOString()
+  const staleRes = await push(gw, src.sign(stale, { timestamp: ts }))
+  expectError(staleRes, 401, 'stale_timestamp')
+  const forged = payload(src.sourceId)
+  const forgedRes = await push(gw, src.sign(forged, { key: generateCreatorKey() }))
+  expectError(forgedRes, 401, 'invalid_signature')
+  const listed = await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?limit=200`, { token: src.creatorToken })
+  const signalIdOf = (res: typeof staleRes) => listed.body.data.find((e: any) => e.request_id === res.body.error.request_id)?.signal_id
+  t.equal(signalIdOf(staleRes), stale.signal_id, 'the stale request names its signal')
+  t.equal(signalIdOf(forgedRes), forged.signal_id, 'the badly signed request names its signal')
+})
+
 t.test('check precedence: a source id mismatch is reported before a bad signature', async () => {
   const signed = src.sign(payload('src_other'), { key: generateCreatorKey() })
   expectError(await push(gw, signed), 400, 'invalid_source_id')

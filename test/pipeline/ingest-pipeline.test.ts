@@ -79,7 +79,6 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
       bodySha256: createHash('sha256').update(body).digest('hex'),
       json: { ok: true, value: JSON.parse(body.toString()) },
       nonceClaimed: false,
-      signalId: null,
       ...overrides,
     }
   }
