@@ -124,9 +124,9 @@ export class IngestPipeline {
         return
       case 'replayed':
         throw new ApiError('replayed_nonce', 'this nonce was already used with this key in the last 10 minutes')
-      case 'scope_full':
-        // A key signing far more than its source's max_rate: its own excess, refused like one.
-        throw new ApiError('rate_limited', 'too many requests signed with this key in the nonce window', { retryAfter: 60 })
+      case 'source_full':
+        // A source signing far more than its max_rate, over all its keys: its own excess, refused like one.
+        throw new ApiError('rate_limited', 'too many signed requests for this source in the nonce window', { retryAfter: 60 })
       case 'store_full':
         throw new ApiError('overloaded', 'the gateway is holding too many nonces; retry', { retryAfter: 5 })
     }
@@ -277,9 +277,9 @@ function assertNotRevoked(key: LiveKey): void {
 }
 
 /**
- * Live nonces one (source, key) may hold: twice what its max_rate allows in a nonce
- * window, plus the burst, and never fewer than 1,000, so a source within its rate
- * never meets the bound.
+ * Live nonces one source may hold over all its keys: twice what its max_rate allows in
+ * a nonce window, plus the burst, and never fewer than 1,000, so a source within its
+ * rate never meets the bound.
  */
 export function nonceCap(maxRate: Manifest['max_rate'], windowMs: number): number {
   const perWindow = (maxRate.rate / PERIOD_MS[maxRate.per]) * windowMs

@@ -10,32 +10,37 @@ import { hash64 } from './string-hash.js'
  *
  * Memory: about 30 bytes per live nonce (64-bit hash, expiry, scope, table), up to
  * twice that while a shard has just grown, outside the garbage-collected heap. Two
- * bounds keep it finite: `maxEntries` in all, and a cap per (source, key), derived
- * from the source's max_rate by the caller and never more than `maxPerScopeShare` of
- * the whole, so one key (even a leaked one) cannot crowd out the others.
+ * bounds keep it finite: `maxEntries` in all, and a cap per source over all its keys,
+ * derived from the source's max_rate by the caller and never more than
+ * `maxPerSourceShare` of the whole, so one source (even with a leaked key, or with
+ * every key it may register) cannot crowd out the others.
  */
-export type NonceClaim = 'claimed' | 'replayed' | 'scope_full' | 'store_full'
+export type NonceClaim = 'claimed' | 'replayed' | 'source_full' | 'store_full'
 
 export class NonceStore {
   readonly #windowMs: number
   readonly #maxEntries: number
-  readonly #maxPerScope: number
+  readonly #maxPerSource: number
   readonly #index: ShardedExpiringIndex
   readonly #scopeOf: Array<() => Uint32Array>
   /** (source, key) → small integer, so an entry stores 4 bytes of scope, not two ids. */
   readonly #scopeIds = new Map<string, number>()
-  readonly #perScope: number[] = []
+  /** Scope → its source's small integer. */
+  readonly #sourceOfScope: number[] = []
+  readonly #sourceIds = new Map<string, number>()
+  /** Live nonces per source, all its keys together. */
+  readonly #perSource: number[] = []
   readonly #hash = new Uint32Array(2)
 
-  constructor(options: { windowMs: number; maxEntries: number; maxPerScopeShare?: number; initialCapacity?: number }) {
+  constructor(options: { windowMs: number; maxEntries: number; maxPerSourceShare?: number; initialCapacity?: number }) {
     this.#windowMs = options.windowMs
     this.#maxEntries = options.maxEntries
-    this.#maxPerScope = Math.max(1, Math.floor(options.maxEntries * (options.maxPerScopeShare ?? 0.25)))
+    this.#maxPerSource = Math.max(1, Math.floor(options.maxEntries * (options.maxPerSourceShare ?? 0.25)))
     this.#index = new ShardedExpiringIndex({
       initialCapacity: options.initialCapacity ?? 1 << 18,
       onEvict: (shard, slot) => {
-        const scope = (this.#scopeOf[shard] as () => Uint32Array)()[slot] as number
-        this.#perScope[scope] = (this.#perScope[scope] as number) - 1
+        const source = this.#sourceOfScope[(this.#scopeOf[shard] as () => Uint32Array)()[slot] as number] as number
+        this.#perSource[source] = (this.#perSource[source] as number) - 1
       },
     })
     this.#scopeOf = this.#index.shards.map((s) => s.column((n) => new Uint32Array(n)))
@@ -51,7 +56,13 @@ export class NonceStore {
     if (id === undefined) {
       id = this.#scopeIds.size
       this.#scopeIds.set(name, id)
-      this.#perScope.push(0)
+      let source = this.#sourceIds.get(sourceId)
+      if (source === undefined) {
+        source = this.#sourceIds.size
+        this.#sourceIds.set(sourceId, source)
+        this.#perSource.push(0)
+      }
+      this.#sourceOfScope.push(source)
     }
     return id
   }
@@ -64,16 +75,22 @@ export class NonceStore {
 
   /**
    * Claims `nonce` for the scope. `replayed` means it was claimed within the window;
-   * `scope_full` and `store_full` mean the claim would pass a memory bound.
+   * `source_full` (past `sourceCap` or the per-source share) and `store_full` mean the
+   * claim would pass a memory bound.
    */
-  claim(sourceId: string, keyId: string, nonce: string, now: number, scopeCap: number): NonceClaim {
+  claim(sourceId: string, keyId: string, nonce: string, now: number, sourceCap: number): NonceClaim {
     this.#index.expireSome(now, 16)
     const scope = this.#scope(sourceId, keyId)
     hash64(nonce, scope, this.#hash)
     const shard = this.#index.shardOf(this.#hash[0] as number)
     if (this.#find(shard, scope, now) >= 0) return 'replayed'
+    const source = this.#sourceOfScope[scope] as number
     const full = () =>
-      this.#index.size >= this.#maxEntries ? 'store_full' : (this.#perScope[scope] as number) >= Math.min(scopeCap, this.#maxPerScope) ? 'scope_full' : undefined
+      this.#index.size >= this.#maxEntries
+        ? 'store_full'
+        : (this.#perSource[source] as number) >= Math.min(sourceCap, this.#maxPerSource)
+          ? 'source_full'
+          : undefined
     // Expiry runs a little per claim; before refusing for a bound, drop everything expired.
     if (full() !== undefined) this.#index.sweep(now)
     const bound = full()
@@ -95,7 +112,8 @@ export class NonceStore {
   #add(shard: number, scope: number, expiresAt: number): void {
     const slot = (this.#index.shards[shard] as ShardedExpiringIndex['shards'][number]).insert(this.#hash[0] as number, this.#hash[1] as number, expiresAt)
     ;(this.#scopeOf[shard] as () => Uint32Array)()[slot] = scope
-    this.#perScope[scope] = (this.#perScope[scope] as number) + 1
+    const source = this.#sourceOfScope[scope] as number
+    this.#perSource[source] = (this.#perSource[source] as number) + 1
   }
 
   /** Drops every expired entry; called from a slow timer. */
