@@ -126,8 +126,9 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     // A body that trickles in holds no verification slot: it waits among the slow uploads
     // (BodyReader, BODY_SLOW_MAX), so holding bodies back cannot starve other clients.
     // Only a head that passes the key and skew checks may wait there: a body that does not
-    // come with a failing head gets that head's refusal at once, so nobody without a key
-    // can take the places.
+    // come with a failing head gets that head's refusal at once. A key id is no secret
+    // (it travels in clear), so the places are shared out by the source's creator: one
+    // creator holding bodies back takes at most its share, never everyone's.
     const headCheck = auth instanceof ApiError ? auth : checkKeyAndSkew(registry, source, auth, receivedAtMs)
     const cancelUpload = parts.bodies.read(res, MAX_BODY_BYTES, {
       onTimeout: () => refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true),
@@ -182,7 +183,7 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
           },
         )
       },
-    }, !(headCheck instanceof ApiError))
+    }, headCheck instanceof ApiError ? undefined : (source as SourceRecord).creator_id)
     // A client that leaves mid-upload frees its buffered bytes now, not at the body deadline.
     reply.onAbort = cancelUpload
   }

@@ -4,9 +4,19 @@ export interface BodyHandlers {
   readonly onBody: (body: Buffer) => void
   readonly onTimeout: () => void
   readonly onTooLarge: () => void
-  /** The body did not come with the request head, and `maxSlow` slow uploads are already under way. */
+  /**
+   * The body did not come with the request head, and there is no room for one more slow
+   * upload: `maxSlow` in all, or its owner's share of them, are already under way.
+   */
   readonly onBusy: () => void
 }
+
+/**
+ * The part of the slow places one owner may hold: an owner needs several connections'
+ * worth of them only while its network is slow, and eight owners doing so at once
+ * still fill the places, whereas one owner can no longer.
+ */
+export const SLOW_SHARE_PER_OWNER = 1 / 8
 
 /** An upload in the deadline queue: a doubly linked list, oldest first. */
 interface Upload {
@@ -18,8 +28,8 @@ interface Upload {
   linked: boolean
   /** Still incomplete one event-loop turn after it started: counted in `slow`. */
   slow: boolean
-  /** False: refused with `onBusy` if slow, whatever the room. */
-  readonly mayBeSlow: boolean
+  /** Whose share of the slow places it takes; undefined: refused with `onBusy` if slow, whatever the room. */
+  readonly owner: string | undefined
 }
 
 /**
@@ -30,10 +40,11 @@ interface Upload {
  *
  * A body that came in the same packets as its head is delivered before the event loop
  * turns; one still incomplete by then is slow, and at most `maxSlow` slow uploads run
- * at once (memory: `maxSlow` bodies at most). Past it, a new slow upload is ended at
- * once with `onBusy`. So clients that hold bodies back (a thousand connections each
- * sending a head and no body) only ever compete with each other, never with the
- * ordinary requests that send head and body together.
+ * at once (memory: `maxSlow` bodies at most), and at most an eighth of them
+ * (SLOW_SHARE_PER_OWNER) for one owner (a creator, a token holder). Past either, a new slow upload is ended at once
+ * with `onBusy`. So clients that hold bodies back (a thousand connections each sending
+ * a head and no body) never compete with the ordinary requests that send head and body
+ * together, and one owner holding them back cannot take the places of the others.
  *
  * Every upload gets the same timeout, so starting order is deadline order: the uploads
  * wait in a linked list, the sweep takes expired ones from the head, and an upload
@@ -43,6 +54,9 @@ interface Upload {
 export class BodyReader {
   readonly #timeoutMs: number
   readonly #maxSlow: number
+  readonly #maxSlowPerOwner: number
+  /** Slow uploads per owner; touched only for slow uploads, never on the ordinary path. */
+  readonly #slowByOwner = new Map<string, number>()
   readonly #timer: NodeJS.Timeout
   #head: Upload | undefined
   #tail: Upload | undefined
@@ -54,6 +68,7 @@ export class BodyReader {
   constructor(timeoutMs: number, maxSlow: number) {
     this.#timeoutMs = timeoutMs
     this.#maxSlow = maxSlow
+    this.#maxSlowPerOwner = Math.max(1, Math.ceil(maxSlow * SLOW_SHARE_PER_OWNER))
     this.#timer = setInterval(() => this.#sweep(), Math.min(250, timeoutMs)).unref()
   }
 
@@ -74,12 +89,15 @@ export class BodyReader {
     for (let i = 0; i < fresh.length; i++) {
       const upload = fresh[i] as Upload
       if (!upload.linked) continue
-      if (!upload.mayBeSlow || this.#slow >= this.#maxSlow) {
+      const owner = upload.owner
+      const ownerSlow = owner === undefined ? 0 : (this.#slowByOwner.get(owner) ?? 0)
+      if (owner === undefined || this.#slow >= this.#maxSlow || ownerSlow >= this.#maxSlowPerOwner) {
         this.#unlink(upload)
         upload.end('busy')
       } else {
         upload.slow = true
         this.#slow++
+        this.#slowByOwner.set(owner, ownerSlow + 1)
       }
     }
   }
@@ -110,6 +128,10 @@ export class BodyReader {
     if (upload.slow) {
       upload.slow = false
       this.#slow--
+      const owner = upload.owner as string
+      const left = (this.#slowByOwner.get(owner) as number) - 1
+      if (left === 0) this.#slowByOwner.delete(owner)
+      else this.#slowByOwner.set(owner, left)
     }
     const { prev, next } = upload
     if (prev === undefined) this.#head = next
@@ -125,11 +147,11 @@ export class BodyReader {
    * Collects up to `limit` bytes. `onBody` gets the whole body; `onTimeout` fires if it
    * has not arrived in time, `onTooLarge` if it exceeds the limit (possible only when
    * the declared length was not checked first), `onBusy` if it is slow and there is no
-   * room for another slow upload (or `mayBeSlow` is false). At most one of the four fires. The
+   * room for another slow upload of `owner` (or no owner is given). At most one of the four fires. The
    * returned function cancels the upload and drops what it holds: uWS calls nothing
    * more once a client is gone, so the caller cancels from its abort handler.
    */
-  read(res: HttpResponse, limit: number, handlers: BodyHandlers, mayBeSlow = true): () => void {
+  read(res: HttpResponse, limit: number, handlers: BodyHandlers, owner: string | undefined): () => void {
     // uWS may keep the onData callback until the connection's next request, so the
     // callback reaches the upload only through `live`, which is emptied the moment the
     // upload ends: the body and the request's whole state are then free to go at once,
@@ -147,7 +169,7 @@ export class BodyReader {
       next: undefined,
       linked: false,
       slow: false,
-      mayBeSlow,
+      owner,
     }
     this.#link(upload)
     if (this.#fresh.push(upload) === 1) setImmediate(this.#checkFresh)

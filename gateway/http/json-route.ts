@@ -153,7 +153,8 @@ export function jsonRoute(
         if (!parsed.ok) return fail(new ApiError('invalid_request', `body is not valid JSON: ${parsed.reason}`))
         run(parsed.value)
       }),
-    })
+      // Shared out by token holder: one creator holding bodies back cannot take every place.
+    }, `${principal.role}:${principal.subject}`)
     reply.onAbort = () => {
       cancel()
       giveBack()

@@ -23,7 +23,8 @@ function fixture(t: Test, timeoutMs: number, maxSlow = 1000) {
   const reader = new BodyReader(timeoutMs, maxSlow)
   t.teardown(() => reader.close())
   const ended: Array<{ name: string; outcome: Outcome; text?: string }> = []
-  const start = (name: string, limit = 100): Started => {
+  /** Each upload its own owner unless told; `null`: no owner, so it may not be slow. */
+  const start = (name: string, limit = 100, owner: string | null = name): Started => {
     let onData: ((chunk: ArrayBuffer, isLast: boolean) => void) | undefined
     const res = { onData: (cb: typeof onData) => void (onData = cb) } as unknown as HttpResponse
     const cancel = reader.read(res, limit, {
@@ -31,7 +32,7 @@ function fixture(t: Test, timeoutMs: number, maxSlow = 1000) {
       onTimeout: () => void ended.push({ name, outcome: 'timeout' }),
       onTooLarge: () => void ended.push({ name, outcome: 'too_large' }),
       onBusy: () => void ended.push({ name, outcome: 'busy' }),
-    })
+    }, owner ?? undefined)
     const push = (bytes: string, isLast: boolean) => {
       const b = Buffer.from(bytes)
       onData?.(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength), isLast)
@@ -157,4 +158,24 @@ t.test('a slow upload that times out gives its place back', async (t) => {
   t.same(ended, [{ name: 'a', outcome: 'timeout' }])
   t.equal(reader.slow, 0)
   t.equal(reader.pending, 0)
+})
+
+t.test('one owner holds at most its share of the slow places; other owners keep theirs; an upload without owner may not be slow', async (t) => {
+  // 16 places: an eighth is 2 per owner.
+  const { reader, ended, start } = fixture(t, 10_000, 16)
+  const x1 = start('x1', 100, 'creator-x')
+  start('x2', 100, 'creator-x')
+  start('x3', 100, 'creator-x')
+  start('y1', 100, 'creator-y')
+  start('anonymous', 100, null)
+  const quick = start('quick', 100, null)
+  quick.push('{}', true)
+  await turn()
+  t.same(ended.map((e) => `${e.name} ${e.outcome}`), ['quick body', 'x3 busy', 'anonymous busy'])
+  t.equal(reader.slow, 3, 'two of x and one of y')
+  x1.cancel()
+  start('x4', 100, 'creator-x')
+  await turn()
+  t.equal(reader.slow, 3, 'the owner got its place back')
+  t.equal(ended.length, 3)
 })

@@ -62,15 +62,21 @@ async function holdBodies(gw: { port: number }, src: Awaited<ReturnType<typeof p
   return { sockets, answers, answered: () => answers.filter((a) => a !== '') }
 }
 
-t.test('bodies held back take no verification slot: past BODY_SLOW_MAX they get 503, and requests that send head and body together are still accepted', async (t) => {
-  const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '2', BODY_SLOW_MAX: '2', BODY_TIMEOUT_MS: '60000' } })
+t.test('bodies held back take no verification slot: past BODY_SLOW_MAX, or past the share of their creator, they get 503, and requests that send head and body together are still accepted', async (t) => {
+  // 16 places, an eighth of them (2) per creator.
+  const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '2', BODY_SLOW_MAX: '16', BODY_TIMEOUT_MS: '60000' } })
   const src = await provision(gw)
   const held = await holdBodies(gw, src, 5)
   const refused = held.answered()
-  t.equal(refused.length, 3, 'three of five held-back bodies are refused at once')
+  t.equal(refused.length, 3, 'three of five held-back bodies of one creator are refused at once')
   for (const a of refused) t.match(a, /^HTTP\/1\.1 503 [^]*retry-after: 1[^]*"code":"overloaded"/i)
   for (let i = 0; i < 3; i++) t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202, 'a whole request is accepted meanwhile')
-  for (const s of held.sockets) s.destroy()
+  const others = await Promise.all(Array.from({ length: 7 }, () => provision(gw)))
+  const othersHeld = await Promise.all(others.map((o) => holdBodies(gw, o, 2)))
+  t.same(othersHeld.flatMap((h) => h.answered()), [], 'seven other creators still get their two places each')
+  const last = await holdBodies(gw, others[0]!, 1)
+  t.match(last.answered()[0], /^HTTP\/1\.1 503 [^]*"code":"overloaded"/, 'with all 16 places held, the next is refused')
+  for (const s of [...held.sockets, ...othersHeld.flatMap((h) => h.sockets), ...last.sockets]) s.destroy()
   await new Promise((r) => setTimeout(r, 200))
   const again = await holdBodies(gw, src, 2)
   t.same(again.answered(), [], 'clients that left gave their places back long before the 60 s body deadline')
