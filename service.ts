@@ -5,7 +5,7 @@ import type { Logger } from 'pino'
 import { ConfigError, isUsableAdminToken, type Config } from './config/index.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { startGateway } from './gateway/index.js'
-import { IngestErrorLog, IngestPipeline, openJournal, replaceFileDurably, VerifyPool, type SignalLog } from './pipeline/index.js'
+import { IngestErrorLog, IngestPipeline, openJournal, replaceFileDurably, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
 import { NONCE_WINDOW_MS } from './schemas/signal.js'
 
@@ -90,6 +90,12 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     queueLimit: config.VERIFY_QUEUE_LIMIT,
     maxWaitMs: config.VERIFY_MAX_WAIT_MS,
   })
+  const history = await SignalIdHistory.open({
+    dir: join(dataDir, 'signal-ids'),
+    maxEntries: config.SIGNAL_ID_HISTORY_MAX,
+    log: signalLog,
+    onWarning: (message, err) => logger.warn({ err }, message),
+  })
   const pipeline = new IngestPipeline({
     log: signalLog,
     pool,
@@ -98,6 +104,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     nonceWindowMs: NONCE_WINDOW_MS,
     maxLiveNonces: config.NONCE_STORE_MAX,
     dedupWindowMs,
+    history,
     flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
     onWarning: (message, err) => logger.warn({ err }, message),
     onLogFailure: (err) => {
@@ -150,6 +157,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         await registry.settle()
         await signalLog.close()
         await errorLog.close()
+        await history.close()
       })()),
   }
 }

@@ -19,13 +19,14 @@ const Env = {
   JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (see README)' },
   JOURNAL_FSYNC_INTERVAL_MS: { type: 'int', default: 200, min: 1, max: 60_000, help: 'sync period for JOURNAL_FSYNC=interval' },
   DEDUP_WINDOW_S: { type: 'int', default: 1800, min: 1200, max: 7 * 86400, help: 'how long signal_id and Idempotency-Key are remembered; at least 20 minutes so every retry that passes the two 300 s checks is covered' },
+  SIGNAL_ID_HISTORY_MAX: { type: 'int', default: 20_000_000, min: 1000, max: 1_000_000_000, help: 'accepted signal ids remembered past the dedup window, newest kept, so a reused one is refused (about 11 to 21 bytes each)' },
   VERIFY_THREADS: { type: 'int', default: 0, min: 0, max: 64, help: 'verification worker threads; 0 = one per core, less the one the event loop needs (at least 1)' },
   VERIFY_BATCH: { type: 'int', default: 64, min: 1, max: 4096, help: 'signatures sent to a worker in one message' },
   VERIFY_QUEUE_LIMIT: { type: 'int', default: 512, min: 1, max: 1_000_000, help: 'requests waiting for verification before the edge sheds with 503' },
   VERIFY_MAX_WAIT_MS: { type: 'int', default: 50, min: 1, max: 60_000, help: 'shed with 503 once the oldest request waiting for verification has waited this long' },
   BODY_TIMEOUT_MS: { type: 'int', default: 5000, min: 100, max: 120_000, help: 'time allowed to receive a request body' },
   BODY_SLOW_MAX: { type: 'int', default: 1024, min: 1, max: 65_536, help: 'request bodies not complete when their head was read, being received at once; past it such a request gets 503 (memory: up to 16 KB each for ingest)' },
-  NONCE_STORE_MAX: { type: 'int', default: 6_000_000, min: 10_000, max: 100_000_000, help: 'live nonces held in all (each 10 minutes, about 30 to 60 bytes): sustained signed requests/s × 600 must fit; one key may hold at most a quarter' },
+  NONCE_STORE_MAX: { type: 'int', default: 6_000_000, min: 10_000, max: 100_000_000, help: 'live nonces held in all (each 10 minutes, about 30 to 60 bytes): sustained signed requests/s × 600 must fit; one source, all its keys together, may hold at most a quarter' },
   INGEST_ERRORS_PER_SOURCE: { type: 'int', default: 1000, min: 10, max: 100_000, help: 'refused ingest requests kept per source' },
   OVER_RATE_FLAG_MINUTES: { type: 'int', default: 5, min: 1, max: 1440, help: 'consecutive minutes with 429s after which a source is flagged for review' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
@@ -41,7 +42,7 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'ADMIN_', 'PUBLIC_BASE']
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'ADMIN_', 'PUBLIC_BASE']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to

@@ -10,6 +10,7 @@ import { NonceStore } from './nonce-store.js'
 import { RateLimiter } from './rate-limiter.js'
 import { decodeSignalRecord, encodeSignalRecord, signalDedupId, type SignalRecord } from './signal-record.js'
 import { SignalDedup, type DedupRecord } from './signal-dedup.js'
+import type { SignalIdHistory } from './signal-id-history.js'
 
 /** A request that passed the edge's cheap checks and holds a verification slot. */
 export interface SignedRequest {
@@ -43,6 +44,8 @@ export interface IngestPipelineOptions {
   /** Memory bound of the nonce store, all sources together. */
   readonly maxLiveNonces: number
   readonly dedupWindowMs: number
+  /** Signal ids the log holds, remembered past the dedup window. */
+  readonly history: SignalIdHistory
   readonly flagAfterMinutes: number
   /** The log refused an append for good: the service must stop reporting ready. */
   readonly onLogFailure: (err: Error) => void
@@ -149,6 +152,11 @@ export class IngestPipeline {
         case 'conflict':
           throw new ApiError('idempotency_conflict', 'this signal_id or Idempotency-Key was already used with a different body')
         case 'new': {
+          // Past the dedup window no body is left to compare: a signal id seen before is
+          // refused, not accepted as a second signal under the same id.
+          if (this.#o.history.has(signalDedupId(sourceId, signalId))) {
+            throw new ApiError('invalid_signal_id', 'signal_id was already used by this source (signal ids are unique per source)')
+          }
           const release = this.#dedup.reserve(sourceId, signalId, req.idempotencyKey)
           try {
             return await this.#admit(req, signalId)
@@ -190,6 +198,7 @@ export class IngestPipeline {
       if (isLogError(err, 'log_io') || isLogError(err, 'log_corrupt')) this.#o.onLogFailure(err as Error)
       throw new ApiError('not_ready', 'the signal log is unavailable; retry', { cause: err, retryAfter: 1 })
     })
+    if (!appended.duplicate) this.#o.history.add(signalDedupId(source.source_id, signalId), appended.seq)
     const remembered = appended.duplicate
       ? await this.#original(appended.seq)
       : { bodySha256: req.bodySha256, signalId, receivedAtMs: req.receivedAtMs, test }

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { IngestPipeline, openJournal, type IngestPipelineOptions, type SignedRequest, type VerifyPool } from '../../pipeline/index.js'
+import { IngestPipeline, openJournal, SignalIdHistory, type IngestPipelineOptions, type SignedRequest, type VerifyPool } from '../../pipeline/index.js'
 import { Registry, type RegistryStore } from '../../registry/index.js'
 import type { RegistrySnapshot } from '../../registry/records.js'
 import { MANIFEST, payload } from '../helpers/api.js'
@@ -34,8 +34,9 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
   const dir = await mkdtemp(join(tmpdir(), 'sgw-pipeline-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   // As the service opens it: the pipeline's own index is the only dedup window.
-  const log = await openJournal({ dir, fsync: 'always', dedupWindowMs: 0 })
+  const log = await openJournal({ dir: join(dir, 'journal'), fsync: 'always', dedupWindowMs: 0 })
   t.teardown(() => log.close())
+  const history = await SignalIdHistory.open({ dir: join(dir, 'signal-ids'), maxEntries: 1000, log, onWarning: () => undefined })
   const registry = await Registry.open(new MemoryStore(), 'admin')
   const agent = await registry.createAgent({ agent_id: 'a', creator_id: 'c', slots: 1 })
   const source = await registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } })
@@ -54,6 +55,7 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
       nonceWindowMs: 600_000,
       maxLiveNonces: 1000,
       dedupWindowMs: 1_800_000,
+      history,
       flagAfterMinutes: 5,
       onLogFailure: () => undefined,
       onWarning: (m) => warnings.push(m),
@@ -188,6 +190,30 @@ t.test('after a restart the rebuilt state still deduplicates and still refuses t
   const again = await retry
   t.equal(again.deduplicated, true)
   t.equal(again.received_at, accepted.received_at)
+})
+
+t.test('past the dedup window a reused signal_id is refused with 400 invalid_signal_id, and the log keeps one record', async (t) => {
+  const { verifier, pipeline, makePipeline, request, source, log } = await setup(t)
+  const req = request()
+  const first = pipeline.process(req)
+  await settle()
+  verifier.gates.shift()!(true)
+  await first
+  // A pipeline whose dedup window holds nothing: what remains once the window has passed.
+  const later = makePipeline()
+  const sameBody = later.process({ ...req, nonce: 'later-nonce-1', nonceClaimed: false })
+  await settle()
+  verifier.gates.shift()!(true)
+  await t.rejects(sameBody, { code: 'invalid_signal_id', status: 400 })
+  const signalId = (req.json as { value: { signal_id: string } }).value.signal_id
+  const body = Buffer.from(JSON.stringify(payload(source.source_id, { signal_id: signalId, severity: 'critical' })))
+  const otherBody = later.process(
+    request({ nonce: 'later-nonce-2', body, bodySha256: createHash('sha256').update(body).digest('hex'), json: { ok: true, value: JSON.parse(body.toString()) } }),
+  )
+  await settle()
+  verifier.gates.shift()!(true)
+  await t.rejects(otherBody, { code: 'invalid_signal_id' })
+  t.equal(log.info().lastSeq, 1, 'no second record under the same signal id')
 })
 
 t.test('a log that refuses the append gives 503 not_ready, reports the failure, and remembers nothing', async (t) => {

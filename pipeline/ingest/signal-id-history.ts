@@ -1,0 +1,191 @@
+import { hash, randomBytes } from 'node:crypto'
+import { mkdir, readdir, readFile, unlink } from 'node:fs/promises'
+import { join } from 'node:path'
+import { crc32c } from '../journal/crc32c.js'
+import { replaceFileDurably } from '../journal/durable-fs.js'
+import type { SignalLog } from '../log.js'
+import { FingerprintSet } from './fingerprint-set.js'
+
+/** Generations kept: the oldest goes whole once the newest fills, so memory stays within `maxEntries`. */
+const GENERATIONS = 8
+const SECRET_FILE = 'secret'
+const MAGIC = 0x31484953 // "SIH1", little-endian
+const HEADER_BYTES = 8
+const GENERATION_FILE = /^gen-(\d{1,16})-(\d{1,16})\.bin$/
+
+interface Generation {
+  readonly set: FingerprintSet
+  /** Log sequences of the first and last signal added (0 while empty). */
+  firstSeq: number
+  lastSeq: number
+}
+
+export interface SignalIdHistoryOptions {
+  /** Folder of its own (DATA_DIR/signal-ids). */
+  readonly dir: string
+  /** Signal ids remembered at most, newest kept; about 11 to 21 bytes each. */
+  readonly maxEntries: number
+  readonly log: SignalLog
+  readonly onWarning: (message: string, err: unknown) => void
+}
+
+/**
+ * Every (source, signal_id) the log accepted, remembered long after the dedup window,
+ * so that a signal id reused later is refused (spec 7: `signal_id` unique per source)
+ * instead of becoming a second signal that consumers must drop. The dedup window
+ * compares bodies and answers retries; this only answers "seen before?".
+ *
+ * Held as 64-bit keyed fingerprints (SHA-256 under a secret kept in `dir`, so creators
+ * cannot choose ids that collide or pile up in one probe chain; a false "seen" needs a
+ * 64-bit collision) in generations of `maxEntries / 8`. A full generation is sealed and
+ * written to its own file once; the oldest is dropped when a ninth would begin. On
+ * start the sealed files are read and the generation under way is rebuilt from the log.
+ */
+export class SignalIdHistory {
+  readonly #o: SignalIdHistoryOptions
+  readonly #perGeneration: number
+  readonly #secret: string
+  readonly #sealed: Generation[] = []
+  #current: Generation = { set: new FingerprintSet(), firstSeq: 0, lastSeq: 0 }
+  readonly #out = new Uint32Array(2)
+  /** File writes and deletions, one after another. */
+  #files: Promise<void> = Promise.resolve()
+
+  private constructor(options: SignalIdHistoryOptions, secret: string) {
+    this.#o = options
+    this.#perGeneration = Math.max(1, Math.ceil(options.maxEntries / GENERATIONS))
+    this.#secret = secret
+  }
+
+  static async open(options: SignalIdHistoryOptions): Promise<SignalIdHistory> {
+    await mkdir(options.dir, { recursive: true })
+    const { secret, fresh } = await readOrCreateSecret(options.dir)
+    const history = new SignalIdHistory(options, secret)
+    await history.#load(fresh)
+    return history
+  }
+
+  get size(): number {
+    return this.#sealed.reduce((n, g) => n + g.set.size, this.#current.set.size)
+  }
+
+  /** Whether the log holds a signal under this dedup id (`<source_id>/<signal_id>`). */
+  has(dedupId: string): boolean {
+    this.#fingerprint(dedupId)
+    const [hi, lo] = this.#out as unknown as [number, number]
+    if (this.#current.set.has(hi, lo)) return true
+    for (const g of this.#sealed) if (g.set.has(hi, lo)) return true
+    return false
+  }
+
+  /** Remembers a signal the log now holds at `seq`. */
+  add(dedupId: string, seq: number): void {
+    this.#fingerprint(dedupId)
+    const current = this.#current
+    current.set.add(this.#out[0] as number, this.#out[1] as number)
+    if (current.firstSeq === 0) current.firstSeq = seq
+    current.lastSeq = seq
+    if (current.set.size >= this.#perGeneration) this.#seal()
+  }
+
+  /** Waits for the sealed generations' files. */
+  async close(): Promise<void> {
+    await this.#files
+  }
+
+  #fingerprint(dedupId: string): void {
+    const digest = hash('sha256', `${this.#secret}\n${dedupId}`, 'buffer') as unknown as Buffer
+    this.#out[0] = digest.readUInt32LE(0)
+    // Both halves zero marks an empty slot.
+    this.#out[1] = digest.readUInt32LE(4) || 1
+  }
+
+  #seal(): void {
+    const sealed = this.#current
+    this.#sealed.push(sealed)
+    this.#current = { set: new FingerprintSet(), firstSeq: 0, lastSeq: 0 }
+    const dropped = this.#sealed.length > GENERATIONS - 1 ? this.#sealed.shift() : undefined
+    this.#files = this.#files.then(async () => {
+      try {
+        await replaceFileDurably(join(this.#o.dir, fileName(sealed)), this.#o.dir, encode(sealed.set))
+        if (dropped !== undefined) await unlink(join(this.#o.dir, fileName(dropped)))
+      } catch (err) {
+        // The log still holds these signals: a restart without the file rebuilds them from it.
+        this.#o.onWarning('could not write a signal-id history file', err)
+      }
+    })
+  }
+
+  async #load(freshSecret: boolean): Promise<void> {
+    const files = (await readdir(this.#o.dir))
+      .map((name) => ({ name, m: GENERATION_FILE.exec(name) }))
+      .filter((f): f is { name: string; m: RegExpExecArray } => f.m !== null)
+      .map((f) => ({ name: f.name, firstSeq: Number(f.m[1]), lastSeq: Number(f.m[2]) }))
+      .sort((a, b) => a.firstSeq - b.firstSeq)
+    for (const f of files) {
+      // Fingerprints under another secret mean nothing now; a file past the kept generations is left over.
+      const keep = !freshSecret && files.length - files.indexOf(f) <= GENERATIONS - 1
+      const set = keep ? decode(await readFile(join(this.#o.dir, f.name))) : undefined
+      if (set === undefined) {
+        if (keep) this.#o.onWarning(`signal-id history file ${f.name} is damaged; its signals are read from the log instead`, undefined)
+        await unlink(join(this.#o.dir, f.name)).catch(() => undefined)
+        continue
+      }
+      this.#sealed.push({ set, firstSeq: f.firstSeq, lastSeq: f.lastSeq })
+    }
+    // Only the newest unbroken run of generations is kept: a damaged file leaves a gap,
+    // and what lies before it is older than what the log is read back for below.
+    let run = this.#sealed.length
+    while (run > 1 && (this.#sealed[run - 2] as Generation).lastSeq + 1 === (this.#sealed[run - 1] as Generation).firstSeq) run--
+    if (run > 1) {
+      for (const g of this.#sealed.splice(0, run - 1)) await unlink(join(this.#o.dir, fileName(g))).catch(() => undefined)
+    }
+    // What no file covers is read from the log: after the last file, or with none, as far
+    // back as the history reaches.
+    const info = this.#o.log.info()
+    const last = this.#sealed[this.#sealed.length - 1]
+    let from = Math.max(last !== undefined ? last.lastSeq + 1 : info.lastSeq - this.#o.maxEntries + 1, info.firstSeq, 1)
+    for (;;) {
+      const batch = await this.#o.log.read({ fromSeq: from }, 4096)
+      if (batch.length === 0) break
+      for (const r of batch) this.add(r.dedupId, r.seq)
+      from = (batch[batch.length - 1] as { seq: number }).seq + 1
+    }
+  }
+}
+
+function fileName(g: Generation): string {
+  return `gen-${g.firstSeq}-${g.lastSeq}.bin`
+}
+
+function encode(set: FingerprintSet): Uint8Array {
+  const pairs = set.toPairs()
+  const body = new Uint8Array(pairs.buffer, pairs.byteOffset, pairs.byteLength)
+  const out = Buffer.alloc(HEADER_BYTES + body.byteLength)
+  out.writeUInt32LE(MAGIC, 0)
+  out.writeUInt32LE(crc32c(body), 4)
+  out.set(body, HEADER_BYTES)
+  return out
+}
+
+/** The set in a generation file, or undefined if the file is not one intact. */
+function decode(file: Buffer): FingerprintSet | undefined {
+  if (file.byteLength < HEADER_BYTES || (file.byteLength - HEADER_BYTES) % 8 !== 0 || file.readUInt32LE(0) !== MAGIC) return undefined
+  const body = new Uint8Array(file.buffer, file.byteOffset + HEADER_BYTES, file.byteLength - HEADER_BYTES)
+  if (crc32c(body) !== file.readUInt32LE(4)) return undefined
+  // Copied into an aligned buffer: a Uint32Array view needs a 4-byte aligned offset.
+  return FingerprintSet.fromPairs(new Uint32Array(Uint8Array.from(body).buffer))
+}
+
+async function readOrCreateSecret(dir: string): Promise<{ secret: string; fresh: boolean }> {
+  const path = join(dir, SECRET_FILE)
+  try {
+    const secret = (await readFile(path, 'utf8')).trim()
+    if (/^[A-Za-z0-9_-]{22,}$/.test(secret)) return { secret, fresh: false }
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
+  }
+  const secret = randomBytes(16).toString('base64url')
+  await replaceFileDurably(path, dir, Buffer.from(secret), 0o600)
+  return { secret, fresh: true }
+}

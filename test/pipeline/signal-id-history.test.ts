@@ -1,0 +1,94 @@
+import { mkdtemp, readdir, rm, unlink, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { openJournal, SignalIdHistory, type SignalLog } from '../../pipeline/index.js'
+import { FingerprintSet } from '../../pipeline/ingest/fingerprint-set.js'
+
+/** 80 remembered at most: generations of 10, of which the newest 7 are sealed and kept. */
+const MAX = 80
+const id = (i: number) => `src_a/signal-${String(i).padStart(6, '0')}`
+
+async function fixture(t: Test) {
+  const dir = await mkdtemp(join(tmpdir(), 'sgw-history-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const log = await openJournal({ dir: join(dir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
+  t.teardown(() => log.close())
+  const historyDir = join(dir, 'signal-ids')
+  const warnings: string[] = []
+  const open = () => SignalIdHistory.open({ dir: historyDir, maxEntries: MAX, log, onWarning: (m) => warnings.push(m) })
+  /** Appends signals `from` to `to` (exclusive) to the log and to `history`, as the pipeline does. */
+  const accept = async (history: SignalIdHistory, from: number, to: number) => {
+    for (let i = from; i < to; i++) history.add(id(i), (await log.append(id(i), Buffer.from('{}'))).seq)
+  }
+  const files = async () => (await readdir(historyDir)).filter((n) => n.startsWith('gen-')).sort()
+  return { log: log as SignalLog, historyDir, warnings, open, accept, files }
+}
+
+/** Which of signals 0 to `n` the history says it has seen. */
+const seen = (history: SignalIdHistory, n: number) => Array.from({ length: n }, (_, i) => i).filter((i) => history.has(id(i)))
+const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i)
+
+t.test('the history remembers the newest signal ids up to its bound, dropping the oldest generation whole', async (t) => {
+  const { open, accept, files } = await fixture(t)
+  const history = await open()
+  await accept(history, 0, 100)
+  t.same(seen(history, 100), range(30, 100), 'generations of 10: the newest 70 of 100 (7 sealed generations)')
+  t.notOk(history.has('src_b/signal-000050'), 'the same signal id of another source is another signal')
+  await history.close()
+  t.equal((await files()).length, 7, 'one file a sealed generation; dropped ones deleted')
+})
+
+t.test('after a restart the sealed generations come from their files and the one under way from the log', async (t) => {
+  const { open, accept, files } = await fixture(t)
+  const first = await open()
+  await accept(first, 0, 75)
+  await first.close()
+  t.equal((await files()).length, 7)
+  const second = await open()
+  t.same(seen(second, 75), range(0, 75), 'all 75: 70 from files, 5 read back from the log')
+  await accept(second, 75, 85)
+  t.same(seen(second, 85), range(10, 85), 'and it goes on dropping the oldest generation')
+  await second.close()
+})
+
+t.test('a damaged file is not trusted: the generations before it are dropped and the log is read after the newest intact run', async (t) => {
+  const { open, accept, files, historyDir, warnings } = await fixture(t)
+  const first = await open()
+  await accept(first, 0, 70)
+  await first.close()
+  const names = await files()
+  await writeFile(join(historyDir, names[3]!), 'not a generation')
+  const second = await open()
+  t.same(seen(second, 70), range(40, 70), 'the three generations after the damaged one, nothing older')
+  t.match(warnings, [/damaged/])
+  t.equal((await files()).length, 3, 'the damaged file and the ones before it are gone')
+})
+
+t.test('without its secret the history starts again from the log, as far back as it reaches', async (t) => {
+  const { open, accept, historyDir, files } = await fixture(t)
+  const first = await open()
+  await accept(first, 0, 100)
+  await first.close()
+  await unlink(join(historyDir, 'secret'))
+  const second = await open()
+  // The last 80 records of the log are read back; sealing the eighth generation of them drops the first.
+  t.same(seen(second, 100), range(30, 100))
+  await second.close()
+  const third = await open()
+  t.same(seen(third, 100), range(30, 100), 'the files it wrote are read back under the new secret')
+  t.equal((await files()).length, 7)
+})
+
+t.test('a fingerprint set holds what was added, and survives its pairs', async (t) => {
+  const set = new FingerprintSet()
+  for (let i = 1; i <= 50_000; i++) set.add(i * 2654435761, i)
+  t.equal(set.size, 50_000)
+  t.notOk(set.add(2654435761, 1), 'adding twice adds nothing')
+  const copy = FingerprintSet.fromPairs(set.toPairs())
+  t.equal(copy.size, 50_000)
+  let missing = 0
+  for (let i = 1; i <= 50_000; i++) if (!copy.has((i * 2654435761) >>> 0, i)) missing++
+  t.equal(missing, 0)
+  t.notOk(copy.has(1, 50_001))
+})
