@@ -16,7 +16,7 @@ export interface BodyHandlers {
  * worth of them only while its network is slow, and eight owners doing so at once
  * still fill the places, whereas one owner can no longer.
  */
-export const SLOW_SHARE_PER_OWNER = 1 / 8
+const SLOW_SHARE_PER_OWNER = 1 / 8
 
 /** An upload in the deadline queue: a doubly linked list, oldest first. */
 interface Upload {
@@ -41,8 +41,8 @@ interface Upload {
  * A body that came in the same packets as its head is delivered before the event loop
  * turns; one still incomplete by then is slow, and at most `maxSlow` slow uploads run
  * at once (memory: `maxSlow` bodies at most), and at most an eighth of them
- * (SLOW_SHARE_PER_OWNER) for one owner (a creator, a token holder). Past either, a new slow upload is ended at once
- * with `onBusy`. So clients that hold bodies back (a thousand connections each sending
+ * (SLOW_SHARE_PER_OWNER) for one owner (a creator, a token holder). Past either, a
+ * new slow upload is ended at once with `onBusy`. So clients that hold bodies back (a thousand connections each sending
  * a head and no body) never compete with the ordinary requests that send head and body
  * together, and one owner holding them back cannot take the places of the others.
  *
@@ -147,7 +147,8 @@ export class BodyReader {
    * Collects up to `limit` bytes. `onBody` gets the whole body; `onTimeout` fires if it
    * has not arrived in time, `onTooLarge` if it exceeds the limit (possible only when
    * the declared length was not checked first), `onBusy` if it is slow and there is no
-   * room for another slow upload of `owner` (or no owner is given). At most one of the four fires. The
+   * room for another slow upload of `owner` (or no owner is given). At most one of
+   * the four fires. The
    * returned function cancels the upload and drops what it holds: uWS calls nothing
    * more once a client is gone, so the caller cancels from its abort handler.
    */

@@ -10,7 +10,7 @@ import { NonceStore } from './nonce-store.js'
 import { RateLimiter } from './rate-limiter.js'
 import { decodeSignalRecord, encodeSignalRecord, signalDedupId, type SignalRecord } from './signal-record.js'
 import { SignalDedup, type DedupRecord } from './signal-dedup.js'
-import type { SignalIdHistory } from './signal-id-history.js'
+import type { Fingerprint, SignalIdHistory } from './signal-id-history.js'
 
 /** A request that passed the edge's cheap checks and holds a verification slot. */
 export interface SignedRequest {
@@ -154,12 +154,14 @@ export class IngestPipeline {
         case 'new': {
           // Past the dedup window no body is left to compare: a signal id seen before is
           // refused, not accepted as a second signal under the same id.
-          if (this.#o.history.has(signalDedupId(sourceId, signalId))) {
+          const dedupId = signalDedupId(sourceId, signalId)
+          const fingerprint = this.#o.history.fingerprint(dedupId)
+          if (this.#o.history.has(fingerprint)) {
             throw new ApiError('invalid_signal_id', 'signal_id was already used by this source (signal ids are unique per source)')
           }
           const release = this.#dedup.reserve(sourceId, signalId, req.idempotencyKey)
           try {
-            return await this.#admit(req, signalId)
+            return await this.#admit(req, signalId, dedupId, fingerprint)
           } finally {
             release()
           }
@@ -168,7 +170,7 @@ export class IngestPipeline {
     }
   }
 
-  async #admit(req: SignedRequest, signalId: string): Promise<AcceptedBody> {
+  async #admit(req: SignedRequest, signalId: string, dedupId: string, fingerprint: Fingerprint): Promise<AcceptedBody> {
     const { source, key } = req
     const fields = validateSignalFields(req.json.ok ? req.json.value : undefined, {
       sourceId: source.source_id,
@@ -192,13 +194,13 @@ export class IngestPipeline {
     const record = signalRecord(req, signalId, test, fields.emittedAtMs, fields.signal)
     // Last look before the append: a revoke acknowledged by now must win.
     assertNotRevoked(key)
-    const appended = await this.#o.log.append(signalDedupId(source.source_id, signalId), encodeSignalRecord(record)).catch((err: unknown) => {
+    const appended = await this.#o.log.append(dedupId, encodeSignalRecord(record)).catch((err: unknown) => {
       // Nothing was promised yet, so the client may retry: the journal refuses appends after
       // a failed write until it is reopened (a restart rebuilds from what reached disk).
       if (isLogError(err, 'log_io') || isLogError(err, 'log_corrupt')) this.#o.onLogFailure(err as Error)
       throw new ApiError('not_ready', 'the signal log is unavailable; retry', { cause: err, retryAfter: 1 })
     })
-    if (!appended.duplicate) this.#o.history.add(signalDedupId(source.source_id, signalId), appended.seq)
+    if (!appended.duplicate) this.#o.history.add(fingerprint, appended.seq)
     const remembered = appended.duplicate
       ? await this.#original(appended.seq)
       : { bodySha256: req.bodySha256, signalId, receivedAtMs: req.receivedAtMs, test }

@@ -1,10 +1,11 @@
-import { hash, randomBytes } from 'node:crypto'
+import { randomBytes } from 'node:crypto'
 import { mkdir, readdir, readFile, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { crc32c } from '../journal/crc32c.js'
 import { replaceFileDurably } from '../journal/durable-fs.js'
 import type { SignalLog } from '../log.js'
 import { FingerprintSet } from './fingerprint-set.js'
+import { keyedHash64 } from './string-hash.js'
 
 /** Generations kept: the oldest goes whole once the newest fills, so memory stays within `maxEntries`. */
 const GENERATIONS = 8
@@ -12,6 +13,12 @@ const SECRET_FILE = 'secret'
 const MAGIC = 0x31484953 // "SIH1", little-endian
 const HEADER_BYTES = 8
 const GENERATION_FILE = /^gen-(\d{1,16})-(\d{1,16})\.bin$/
+
+/** A signal's fingerprint, taken once per signal for both the look-up and the add. */
+export interface Fingerprint {
+  readonly hi: number
+  readonly lo: number
+}
 
 interface Generation {
   readonly set: FingerprintSet
@@ -47,7 +54,7 @@ export class SignalIdHistory {
   readonly #secret: string
   readonly #sealed: Generation[] = []
   #current: Generation = { set: new FingerprintSet(), firstSeq: 0, lastSeq: 0 }
-  readonly #out = new Uint32Array(2)
+  readonly #hash = new Uint32Array(2)
   /** File writes and deletions, one after another. */
   #files: Promise<void> = Promise.resolve()
 
@@ -65,24 +72,24 @@ export class SignalIdHistory {
     return history
   }
 
-  get size(): number {
-    return this.#sealed.reduce((n, g) => n + g.set.size, this.#current.set.size)
+  /** The fingerprint of a dedup id (`<source_id>/<signal_id>`). */
+  fingerprint(dedupId: string): Fingerprint {
+    keyedHash64(this.#secret, dedupId, this.#hash)
+    // Both halves zero marks an empty slot.
+    return { hi: this.#hash[0] as number, lo: (this.#hash[1] as number) || 1 }
   }
 
-  /** Whether the log holds a signal under this dedup id (`<source_id>/<signal_id>`). */
-  has(dedupId: string): boolean {
-    this.#fingerprint(dedupId)
-    const [hi, lo] = this.#out as unknown as [number, number]
+  /** Whether the log holds a signal with this fingerprint. */
+  has({ hi, lo }: Fingerprint): boolean {
     if (this.#current.set.has(hi, lo)) return true
     for (const g of this.#sealed) if (g.set.has(hi, lo)) return true
     return false
   }
 
   /** Remembers a signal the log now holds at `seq`. */
-  add(dedupId: string, seq: number): void {
-    this.#fingerprint(dedupId)
+  add({ hi, lo }: Fingerprint, seq: number): void {
     const current = this.#current
-    current.set.add(this.#out[0] as number, this.#out[1] as number)
+    current.set.add(hi, lo)
     if (current.firstSeq === 0) current.firstSeq = seq
     current.lastSeq = seq
     if (current.set.size >= this.#perGeneration) this.#seal()
@@ -91,13 +98,6 @@ export class SignalIdHistory {
   /** Waits for the sealed generations' files. */
   async close(): Promise<void> {
     await this.#files
-  }
-
-  #fingerprint(dedupId: string): void {
-    const digest = hash('sha256', `${this.#secret}\n${dedupId}`, 'buffer') as unknown as Buffer
-    this.#out[0] = digest.readUInt32LE(0)
-    // Both halves zero marks an empty slot.
-    this.#out[1] = digest.readUInt32LE(4) || 1
   }
 
   #seal(): void {
@@ -122,12 +122,13 @@ export class SignalIdHistory {
       .filter((f): f is { name: string; m: RegExpExecArray } => f.m !== null)
       .map((f) => ({ name: f.name, firstSeq: Number(f.m[1]), lastSeq: Number(f.m[2]) }))
       .sort((a, b) => a.firstSeq - b.firstSeq)
-    for (const f of files) {
-      // Fingerprints under another secret mean nothing now; a file past the kept generations is left over.
-      const keep = !freshSecret && files.length - files.indexOf(f) <= GENERATIONS - 1
-      const set = keep ? decode(await readFile(join(this.#o.dir, f.name))) : undefined
+    // Fingerprints under another secret mean nothing now; files past the kept generations are left over.
+    const kept = freshSecret ? [] : files.slice(-(GENERATIONS - 1))
+    for (const f of files.slice(0, files.length - kept.length)) await unlink(join(this.#o.dir, f.name)).catch(() => undefined)
+    for (const f of kept) {
+      const set = decode(await readFile(join(this.#o.dir, f.name)))
       if (set === undefined) {
-        if (keep) this.#o.onWarning(`signal-id history file ${f.name} is damaged; its signals are read from the log instead`, undefined)
+        this.#o.onWarning(`signal-id history file ${f.name} is damaged: dropped, with the generations before it`, undefined)
         await unlink(join(this.#o.dir, f.name)).catch(() => undefined)
         continue
       }
@@ -148,7 +149,7 @@ export class SignalIdHistory {
     for (;;) {
       const batch = await this.#o.log.read({ fromSeq: from }, 4096)
       if (batch.length === 0) break
-      for (const r of batch) this.add(r.dedupId, r.seq)
+      for (const r of batch) this.add(this.fingerprint(r.dedupId), r.seq)
       from = (batch[batch.length - 1] as { seq: number }).seq + 1
     }
   }

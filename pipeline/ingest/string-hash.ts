@@ -12,7 +12,12 @@ import { hash, randomBytes } from 'node:crypto'
 const SECRET = randomBytes(16).toString('base64')
 
 export function hash64(s: string, seed: number, out: Uint32Array): void {
-  const digest = hash('sha256', `${SECRET}\n${seed}\n${s}`, 'buffer') as unknown as Buffer
+  keyedHash64(SECRET, `${seed}\n${s}`, out)
+}
+
+/** The same hash under a caller's secret: one that outlives the process, for fingerprints kept on disk. */
+export function keyedHash64(secret: string, s: string, out: Uint32Array): void {
+  const digest = hash('sha256', `${secret}\n${s}`, 'buffer') as unknown as Buffer
   out[0] = digest.readUInt32LE(0)
   out[1] = digest.readUInt32LE(4)
 }

@@ -19,14 +19,14 @@ async function fixture(t: Test) {
   const open = () => SignalIdHistory.open({ dir: historyDir, maxEntries: MAX, log, onWarning: (m) => warnings.push(m) })
   /** Appends signals `from` to `to` (exclusive) to the log and to `history`, as the pipeline does. */
   const accept = async (history: SignalIdHistory, from: number, to: number) => {
-    for (let i = from; i < to; i++) history.add(id(i), (await log.append(id(i), Buffer.from('{}'))).seq)
+    for (let i = from; i < to; i++) history.add(history.fingerprint(id(i)), (await log.append(id(i), Buffer.from('{}'))).seq)
   }
   const files = async () => (await readdir(historyDir)).filter((n) => n.startsWith('gen-')).sort()
   return { log: log as SignalLog, historyDir, warnings, open, accept, files }
 }
 
 /** Which of signals 0 to `n` the history says it has seen. */
-const seen = (history: SignalIdHistory, n: number) => Array.from({ length: n }, (_, i) => i).filter((i) => history.has(id(i)))
+const seen = (history: SignalIdHistory, n: number) => Array.from({ length: n }, (_, i) => i).filter((i) => history.has(history.fingerprint(id(i))))
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i)
 
 t.test('the history remembers the newest signal ids up to its bound, dropping the oldest generation whole', async (t) => {
@@ -34,7 +34,7 @@ t.test('the history remembers the newest signal ids up to its bound, dropping th
   const history = await open()
   await accept(history, 0, 100)
   t.same(seen(history, 100), range(30, 100), 'generations of 10: the newest 70 of 100 (7 sealed generations)')
-  t.notOk(history.has('src_b/signal-000050'), 'the same signal id of another source is another signal')
+  t.notOk(history.has(history.fingerprint('src_b/signal-000050')), 'the same signal id of another source is another signal')
   await history.close()
   t.equal((await files()).length, 7, 'one file a sealed generation; dropped ones deleted')
 })
