@@ -1,6 +1,12 @@
 import type { ApiError } from '../../schemas/api-error.js'
 import type { HttpResponse } from './uws.js'
 
+/**
+ * The challenge of a refused signed push: the scheme (Ed25519 over the signing string
+ * of spec 5.1) and the headers that carry it, so a client sees what to send.
+ */
+export const INGEST_CHALLENGE = 'Svc-Ed25519 realm="signals", headers="X-Svc-Source-Id X-Svc-Key-Id X-Svc-Timestamp X-Svc-Nonce X-Svc-Signature"'
+
 const STATUS_LINE: Record<number, string> = {
   200: '200 OK',
   201: '201 Created',
@@ -122,15 +128,16 @@ export class Reply {
 
   /**
    * Spec 2.4 error body, with the headers HTTP asks of some statuses: Retry-After on 429
-   * and 503 (RFC 6585), Allow on 405, and WWW-Authenticate on a missing or unknown
-   * bearer token (RFC 9110 section 11.6.1). Ingest's own 401s name their cause in the
-   * body's code: their scheme is the signature headers, which no challenge describes.
+   * and 503 (RFC 6585), Allow on 405, and on every 401 the WWW-Authenticate challenge
+   * RFC 9110 section 11.6.1 requires: `Bearer` for the control plane's token, and for
+   * ingest the signed-request scheme of spec 5.1 (its cause is the body's code).
    */
   fail(error: ApiError, close = false): void {
     let headers: Record<string, string> | undefined
     if (error.retryAfter !== undefined) headers = { 'retry-after': String(error.retryAfter) }
     else if (error.allow !== undefined) headers = { allow: error.allow }
     else if (error.code === 'unauthorized') headers = { 'www-authenticate': 'Bearer' }
+    else if (error.status === 401) headers = { 'www-authenticate': INGEST_CHALLENGE }
     this.send(error.status, { ok: false, error: { code: error.code, message: error.message, request_id: this.requestId } }, headers, close)
   }
 }

@@ -13,6 +13,8 @@ const expectError = (res: { status: number; body: any; headers: Headers }, statu
   t.type(res.body?.error?.message, 'string')
   t.match(res.body?.error?.request_id, /^req_/)
   t.equal(res.headers.get('x-request-id'), res.body?.error?.request_id, 'request id also sent as X-Request-Id')
+  if (status === 401) t.match(res.headers.get('www-authenticate'), /^Svc-Ed25519 realm="signals", headers="X-Svc-Source-Id X-Svc-Key-Id X-Svc-Timestamp X-Svc-Nonce X-Svc-Signature"$/, 'a 401 names the signed-request scheme')
+  else t.equal(res.headers.get('www-authenticate'), null, 'only a 401 carries a challenge')
 }
 
 t.test('a correctly signed signal is accepted with the body of spec 2.3', async (t) => {
