@@ -64,6 +64,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
 
   const registry = await Registry.open(new RegistryFile(dataDir), admin.token)
   const dedupWindowMs = config.DEDUP_WINDOW_S * 1000
+  const rateCeiling = { perSecond: config.INGEST_MAX_RATE_PER_S, burst: config.INGEST_MAX_BURST }
   // The pipeline's own dedup index decides before every append and is rebuilt from the
   // journal on start, so the journal keeps no second copy of the window in memory. The
   // dedup id is still written with each record, for consumers and the JetStream backend.
@@ -103,9 +104,11 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     now: Date.now,
     nonceWindowMs: NONCE_WINDOW_MS,
     maxLiveNonces: config.NONCE_STORE_MAX,
+    maxDedupEntries: config.DEDUP_STORE_MAX,
     dedupWindowMs,
     history,
     flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
+    rateCeiling,
     onWarning: (message, err) => logger.warn({ err }, message),
     onLogFailure: (err) => {
       // The journal refuses every append after a failed write or fsync (a retry could
@@ -135,6 +138,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     publicBaseUrl: config.PUBLIC_BASE_URL,
     bodyTimeoutMs: config.BODY_TIMEOUT_MS,
     maxSlowBodies: config.BODY_SLOW_MAX,
+    rateCeiling,
     registry,
     pipeline,
     pool,

@@ -2,6 +2,7 @@ import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
 import type { Registry } from '../registry/index.js'
 import { ApiError } from '../schemas/api-error.js'
+import type { RateCeiling } from '../schemas/manifest.js'
 import { openApiDocument } from '../schemas/openapi.js'
 import { registerAdminRoutes } from './control/admin-routes.js'
 import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
@@ -24,6 +25,8 @@ export interface GatewayOptions {
   readonly bodyTimeoutMs: number
   /** Bodies not complete when their head was read, being received at once (BodyReader). */
   readonly maxSlowBodies: number
+  /** The highest max_rate a new source may declare. */
+  readonly rateCeiling: RateCeiling
   readonly registry: Registry
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
@@ -91,7 +94,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   )
   registerAdminRoutes(parts)
   let baseUrl = options.publicBaseUrl
-  registerSourceRoutes(parts, () => baseUrl)
+  registerSourceRoutes(parts, () => baseUrl, options.rateCeiling)
   registerKeyRoutes(parts)
   registerIngestErrorsRoute(parts, options.errors)
 

@@ -22,6 +22,39 @@ export const MaxRate = Type.Object(
 /** Length of a `max_rate.per` period in milliseconds. */
 export const PERIOD_MS = { second: 1000, minute: 60_000, hour: 3_600_000 } as const
 
+type MaxRateValue = Type.Static<typeof MaxRate>
+
+/**
+ * The operator's bound on what a creator may declare (INGEST_MAX_RATE_PER_S,
+ * INGEST_MAX_BURST): a manifest is the creator's word, while memory for nonces and
+ * dedup grows with the rate the gateway lets a source reach.
+ */
+export interface RateCeiling {
+  readonly perSecond: number
+  readonly burst: number
+}
+
+const perSecond = (maxRate: MaxRateValue) => (maxRate.rate * 1000) / PERIOD_MS[maxRate.per]
+
+/** Why `maxRate` asks for more than `ceiling` allows, or undefined when it fits. */
+export function rateCeilingProblem(maxRate: MaxRateValue, ceiling: RateCeiling): string | undefined {
+  if (perSecond(maxRate) > ceiling.perSecond) return `manifest.max_rate: ${maxRate.rate} per ${maxRate.per} is above this gateway's ceiling of ${ceiling.perSecond} per second`
+  const burst = maxRate.burst ?? maxRate.rate
+  if (burst > ceiling.burst) return `manifest.max_rate.burst: ${burst}${maxRate.burst === undefined ? ' (the rate, as no burst is given)' : ''} is above this gateway's ceiling of ${ceiling.burst}`
+  return undefined
+}
+
+/**
+ * The rate the gateway enforces: the manifest's, or the ceiling where the operator has
+ * lowered it since the source registered. Returns `maxRate` itself when it fits, so the
+ * common case allocates nothing.
+ */
+export function enforcedMaxRate(maxRate: MaxRateValue, ceiling: RateCeiling): MaxRateValue {
+  if (rateCeilingProblem(maxRate, ceiling) === undefined) return maxRate
+  const rate = perSecond(maxRate) > ceiling.perSecond ? { rate: ceiling.perSecond, per: 'second' as const } : { rate: maxRate.rate, per: maxRate.per }
+  return { ...rate, burst: Math.min(maxRate.burst ?? maxRate.rate, ceiling.burst) }
+}
+
 /** Spec section 2.1: what kind of source it is, never how it decides. */
 export const Manifest = Type.Object(
   {

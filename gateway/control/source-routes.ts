@@ -1,7 +1,7 @@
 import type { SourceRecord } from '../../registry/index.js'
 import { ApiError } from '../../schemas/api-error.js'
 import { checkCreateSource } from '../../schemas/control.js'
-import { checkManifest, Listing } from '../../schemas/manifest.js'
+import { checkManifest, Listing, rateCeilingProblem, type RateCeiling } from '../../schemas/manifest.js'
 import { compileCheck } from '../../schemas/schema-problem.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { ownedSource, parseBody } from './access.js'
@@ -23,7 +23,7 @@ export function sourceView(source: SourceRecord, baseUrl: string) {
 }
 
 /** Registration steps 3 and 4 of spec section 1: submit a manifest, get an endpoint and a source id. */
-export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => string): void {
+export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => string, rateCeiling: RateCeiling): void {
   const { registry } = parts
 
   jsonRoute(parts, 'post', '/v1/byo/sources', { access: 'creator' }, async ({ principal, body }) => {
@@ -35,6 +35,8 @@ export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => stri
     if (input.manifest === undefined) throw new ApiError('invalid_manifest', 'manifest is required')
     const manifest = checkManifest(input.manifest)
     if (!manifest.ok) throw new ApiError('invalid_manifest', manifest.problem)
+    const tooFast = rateCeilingProblem(manifest.value.max_rate, rateCeiling)
+    if (tooFast !== undefined) throw new ApiError('invalid_manifest', tooFast)
     const listing = checkListing(input.listing ?? { public_receipts: false })
     if (!listing.ok) throw new ApiError('invalid_request', listing.problem)
     const source = await registry.createSource({ agent, manifest: manifest.value, listing: listing.value })

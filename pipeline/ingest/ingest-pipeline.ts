@@ -1,5 +1,5 @@
 import { ApiError } from '../../schemas/api-error.js'
-import { PERIOD_MS, type Manifest } from '../../schemas/manifest.js'
+import { enforcedMaxRate, PERIOD_MS, type Manifest, type RateCeiling } from '../../schemas/manifest.js'
 import { isWithinSkew, type AcceptedBody } from '../../schemas/signal.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
 import { isLogError } from '../log-error.js'
@@ -44,9 +44,13 @@ export interface IngestPipelineOptions {
   /** Memory bound of the nonce store, all sources together. */
   readonly maxLiveNonces: number
   readonly dedupWindowMs: number
+  /** Memory bound of the dedup index, all sources together. */
+  readonly maxDedupEntries: number
   /** Signal ids the log holds, remembered past the dedup window. */
   readonly history: SignalIdHistory
   readonly flagAfterMinutes: number
+  /** The operator's bound on every source's max_rate, also for sources registered under a higher one. */
+  readonly rateCeiling: RateCeiling
   /** The log refused an append for good: the service must stop reporting ready. */
   readonly onLogFailure: (err: Error) => void
   /** Something worth a log line that does not change the answer. */
@@ -68,7 +72,7 @@ export class IngestPipeline {
   constructor(options: IngestPipelineOptions) {
     this.#o = options
     this.#nonces = new NonceStore({ windowMs: options.nonceWindowMs, maxEntries: options.maxLiveNonces })
-    this.#dedup = new SignalDedup({ windowMs: options.dedupWindowMs })
+    this.#dedup = new SignalDedup({ windowMs: options.dedupWindowMs, maxEntries: options.maxDedupEntries })
     this.#rates = new RateLimiter({ flagAfterMinutes: options.flagAfterMinutes })
   }
 
@@ -120,7 +124,8 @@ export class IngestPipeline {
 
   #claimNonce(req: SignedRequest, now: number): void {
     const { source, key } = req
-    const claim = this.#nonces.claim(source.source_id, key.record.key_id, req.nonce, now, nonceCap(source.manifest.max_rate, this.#o.nonceWindowMs))
+    const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
+    const claim = this.#nonces.claim(source.source_id, key.record.key_id, req.nonce, now, nonceCap(maxRate, this.#o.nonceWindowMs))
     switch (claim) {
       case 'claimed':
         req.nonceClaimed = true
@@ -180,18 +185,29 @@ export class IngestPipeline {
     })
     if (!fields.ok) throw new ApiError(fields.code, fields.message)
 
-    const rate = this.#rates.take(source.source_id, source.manifest.max_rate, this.#o.now())
+    const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
+    const rate = this.#rates.take(source.source_id, maxRate, this.#o.now())
     if (!rate.ok) {
       if (rate.sustained && source.flagged_for_review_at === null) {
         this.#o.registry.flagSource(source.source_id).catch((err: unknown) => this.#o.onWarning('could not flag the source for review', err))
       }
-      throw new ApiError('rate_limited', `source exceeded its max_rate of ${source.manifest.max_rate.rate} per ${source.manifest.max_rate.per}`, {
+      throw new ApiError('rate_limited', `source exceeded its max_rate of ${maxRate.rate} per ${maxRate.per}`, {
         retryAfter: rate.retryAfterS,
       })
     }
 
-    const test = key.record.state === 'pending'
-    const record = signalRecord(req, signalId, test, fields.emittedAtMs, fields.signal)
+    const record = signalRecord(req, signalId, key.record.state === 'pending', fields.emittedAtMs, fields.signal)
+    const releaseRoom = this.#dedupRoom(req, signalId)
+    try {
+      return await this.#append(req, record, dedupId, fingerprint)
+    } finally {
+      releaseRoom()
+    }
+  }
+
+  /** Appends the signal, then remembers it for dedup and in the signal-id history. */
+  async #append(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint): Promise<AcceptedBody> {
+    const { source, key } = req
     // Last look before the append: a revoke acknowledged by now must win.
     assertNotRevoked(key)
     const appended = await this.#o.log.append(dedupId, encodeSignalRecord(record)).catch((err: unknown) => {
@@ -203,13 +219,27 @@ export class IngestPipeline {
     if (!appended.duplicate) this.#o.history.add(fingerprint, appended.seq)
     const remembered = appended.duplicate
       ? await this.#original(appended.seq)
-      : { bodySha256: req.bodySha256, signalId, receivedAtMs: req.receivedAtMs, test }
+      : { bodySha256: req.bodySha256, signalId: record.signal_id, receivedAtMs: req.receivedAtMs, test: record.test }
     this.#dedup.remember(source.source_id, req.idempotencyKey, remembered, this.#o.now())
     if (appended.duplicate && remembered.bodySha256 !== req.bodySha256) {
       throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
     if (awaitsTest(key)) await this.#markTested(req)
     return accepted(source.source_id, remembered, appended.duplicate)
+  }
+
+  /** A signal the dedup index has no room to remember is refused, not accepted unguarded. */
+  #dedupRoom(req: SignedRequest, signalId: string): () => void {
+    const room = this.#dedup.takeRoom(req.source.source_id, signalId, req.idempotencyKey, this.#o.now())
+    switch (room) {
+      case 'source_full':
+        // Reached only by a source near its max_rate all window long with an Idempotency-Key unlike each signal_id.
+        throw new ApiError('rate_limited', 'too many signals of this source in the dedup window', { retryAfter: 60 })
+      case 'store_full':
+        throw new ApiError('overloaded', 'the gateway is holding too many recent signals; retry', { retryAfter: 5 })
+      default:
+        return room
+    }
   }
 
   /**

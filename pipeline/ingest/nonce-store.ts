@@ -1,4 +1,5 @@
 import { ShardedExpiringIndex } from './expiring-index.js'
+import { SharedRoom } from './shared-room.js'
 import { hash64 } from './string-hash.js'
 
 /**
@@ -13,14 +14,14 @@ import { hash64 } from './string-hash.js'
  * bounds keep it finite: `maxEntries` in all, and a cap per source over all its keys,
  * derived from the source's max_rate by the caller and never more than
  * `maxPerSourceShare` of the whole, so one source (even with a leaked key, or with
- * every key it may register) cannot crowd out the others.
+ * every key it may register) cannot crowd out the others; and the store's last eighth
+ * goes to sources below the average holding (SharedRoom).
  */
 export type NonceClaim = 'claimed' | 'replayed' | 'source_full' | 'store_full'
 
 export class NonceStore {
   readonly #windowMs: number
-  readonly #maxEntries: number
-  readonly #maxPerSource: number
+  readonly #room: SharedRoom
   readonly #index: ShardedExpiringIndex
   readonly #scopeOf: Array<() => Uint32Array>
   /** (source, key) → small integer, so an entry stores 4 bytes of scope, not two ids. */
@@ -28,20 +29,15 @@ export class NonceStore {
   /** Scope → its source's small integer. */
   readonly #sourceOfScope: number[] = []
   readonly #sourceIds = new Map<string, number>()
-  /** Live nonces per source, all its keys together. */
-  readonly #perSource: number[] = []
   readonly #hash = new Uint32Array(2)
 
   constructor(options: { windowMs: number; maxEntries: number; maxPerSourceShare?: number; initialCapacity?: number }) {
     this.#windowMs = options.windowMs
-    this.#maxEntries = options.maxEntries
-    this.#maxPerSource = Math.max(1, Math.floor(options.maxEntries * (options.maxPerSourceShare ?? 0.25)))
+    // Live nonces per source, all its keys together.
+    this.#room = new SharedRoom({ max: options.maxEntries, maxPerHolderShare: options.maxPerSourceShare ?? 0.25 })
     this.#index = new ShardedExpiringIndex({
       initialCapacity: options.initialCapacity ?? 1 << 18,
-      onEvict: (shard, slot) => {
-        const source = this.#sourceOfScope[(this.#scopeOf[shard] as () => Uint32Array)()[slot] as number] as number
-        this.#perSource[source] = (this.#perSource[source] as number) - 1
-      },
+      onEvict: (shard, slot) => this.#room.removed(this.#sourceOfScope[(this.#scopeOf[shard] as () => Uint32Array)()[slot] as number] as number),
     })
     this.#scopeOf = this.#index.shards.map((s) => s.column((n) => new Uint32Array(n)))
   }
@@ -60,7 +56,6 @@ export class NonceStore {
       if (source === undefined) {
         source = this.#sourceIds.size
         this.#sourceIds.set(sourceId, source)
-        this.#perSource.push(0)
       }
       this.#sourceOfScope.push(source)
     }
@@ -75,8 +70,8 @@ export class NonceStore {
 
   /**
    * Claims `nonce` for the scope. `replayed` means it was claimed within the window;
-   * `source_full` (past `sourceCap` or the per-source share) and `store_full` mean the
-   * claim would pass a memory bound.
+   * `source_full` (past `sourceCap` or the per-source share) and `store_full` (the
+   * store, or its reserve for lighter sources) mean the claim would pass a memory bound.
    */
   claim(sourceId: string, keyId: string, nonce: string, now: number, sourceCap: number): NonceClaim {
     this.#index.expireSome(now, 16)
@@ -85,16 +80,10 @@ export class NonceStore {
     const shard = this.#index.shardOf(this.#hash[0] as number)
     if (this.#find(shard, scope, now) >= 0) return 'replayed'
     const source = this.#sourceOfScope[scope] as number
-    const full = () =>
-      this.#index.size >= this.#maxEntries
-        ? 'store_full'
-        : (this.#perSource[source] as number) >= Math.min(sourceCap, this.#maxPerSource)
-          ? 'source_full'
-          : undefined
     // Expiry runs a little per claim; before refusing for a bound, drop everything expired.
-    if (full() !== undefined) this.#index.sweep(now)
-    const bound = full()
-    if (bound !== undefined) return bound
+    if (this.#room.room(source, 1, sourceCap) !== 'ok') this.#index.sweep(now)
+    const room = this.#room.room(source, 1, sourceCap)
+    if (room !== 'ok') return room === 'holder_full' ? 'source_full' : 'store_full'
     this.#add(shard, scope, now + this.#windowMs)
     return 'claimed'
   }
@@ -112,8 +101,7 @@ export class NonceStore {
   #add(shard: number, scope: number, expiresAt: number): void {
     const slot = (this.#index.shards[shard] as ShardedExpiringIndex['shards'][number]).insert(this.#hash[0] as number, this.#hash[1] as number, expiresAt)
     ;(this.#scopeOf[shard] as () => Uint32Array)()[slot] = scope
-    const source = this.#sourceOfScope[scope] as number
-    this.#perSource[source] = (this.#perSource[source] as number) + 1
+    this.#room.added(this.#sourceOfScope[scope] as number)
   }
 
   /** Drops every expired entry; called from a slow timer. */

@@ -1,4 +1,5 @@
 import { ShardedExpiringIndex, type ExpiringIndex } from './expiring-index.js'
+import { SharedRoom } from './shared-room.js'
 import { hash64 } from './string-hash.js'
 
 /**
@@ -14,6 +15,12 @@ import { hash64 } from './string-hash.js'
  * grew), outside the garbage-collected heap. An Idempotency-Key equal to the
  * signal_id (the recommended use) costs nothing more; another key, a second entry.
  * Entries match only within their own source, so no source can reach another's ids.
+ *
+ * Bounded by `maxEntries` in all and a share per source (SharedRoom): the pipeline
+ * takes room before it appends and keeps it until the signal is remembered, so a full
+ * index refuses a new signal instead of accepting one it could not deduplicate, also
+ * when many arrive at once. What the log holds is always remembered (the rebuild
+ * ignores the bound).
  */
 export interface DedupRecord {
   readonly bodySha256: string
@@ -40,8 +47,8 @@ class DedupTable {
   readonly receivedAt: Columns<Float64Array>
   readonly test: Columns<Uint8Array>
 
-  constructor(initialCapacity: number) {
-    this.index = new ShardedExpiringIndex({ initialCapacity })
+  constructor(initialCapacity: number, onEvict: (source: number) => void) {
+    this.index = new ShardedExpiringIndex({ initialCapacity, onEvict: (shard, slot) => onEvict((this.source[shard] as () => Uint32Array)()[slot] as number) })
     const each = <T extends Uint8Array | Uint32Array | Float64Array>(make: (n: number) => T, width = 1) => this.index.shards.map((s) => s.column(make, width))
     this.source = each((n) => new Uint32Array(n))
     this.body = each((n) => new Uint32Array(n), 4)
@@ -67,6 +74,8 @@ export class SignalDedup {
   readonly #bySignal: DedupTable
   readonly #byIdempotencyKey: DedupTable
   readonly #inFlight = new Map<string, Promise<void>>()
+  /** Entries per source, both tables together. */
+  readonly #room: SharedRoom
   /** source id → small integer, stored with each entry and used as the hash seed. */
   readonly #sources = new Map<string, number>()
   readonly #idHash = new Uint32Array(2)
@@ -76,10 +85,12 @@ export class SignalDedup {
   #lastSignal = ''
   readonly #lastSignalHash = new Uint32Array(2)
 
-  constructor(options: { windowMs: number; initialCapacity?: number }) {
+  constructor(options: { windowMs: number; maxEntries: number; maxPerSourceShare?: number; initialCapacity?: number }) {
     this.#windowMs = options.windowMs
-    this.#bySignal = new DedupTable(options.initialCapacity ?? 1 << 18)
-    this.#byIdempotencyKey = new DedupTable(1 << 12)
+    this.#room = new SharedRoom({ max: options.maxEntries, maxPerHolderShare: options.maxPerSourceShare ?? 0.25 })
+    const evicted = (source: number) => this.#room.removed(source)
+    this.#bySignal = new DedupTable(options.initialCapacity ?? 1 << 18, evicted)
+    this.#byIdempotencyKey = new DedupTable(1 << 12, evicted)
   }
 
   get size(): number {
@@ -166,6 +177,22 @@ export class SignalDedup {
   }
 
   /**
+   * Takes room for a new signal of this source until the returned function is called
+   * (after `remember`, or when the signal is refused): `source_full` past its share of
+   * the index, `store_full` past the whole (or its reserve for light sources).
+   */
+  takeRoom(sourceId: string, signalId: string, idempotencyKey: string | undefined, now: number): (() => void) | 'source_full' | 'store_full' {
+    const source = this.#source(sourceId)
+    const entries = idempotencyKey !== undefined && idempotencyKey !== signalId ? 2 : 1
+    // Expiry runs a little per lookup; before refusing for a bound, drop everything expired.
+    if (this.#room.room(source, entries) !== 'ok') this.sweep(now)
+    const room = this.#room.room(source, entries)
+    if (room !== 'ok') return room === 'holder_full' ? 'source_full' : room
+    this.#room.added(source, entries)
+    return () => this.#room.removed(source, entries)
+  }
+
+  /**
    * Marks the ids as being appended, so a concurrent duplicate waits instead of
    * racing to a second append. Returns the function that ends the reservation.
    */
@@ -204,6 +231,7 @@ export class SignalDedup {
     sig[slot * 2 + 1] = this.#signalHash[1] as number
     ;(table.receivedAt[shard] as () => Float64Array)()[slot] = record.receivedAtMs
     ;(table.test[shard] as () => Uint8Array)()[slot] = record.test ? 1 : 0
+    this.#room.added(source)
   }
 
   sweep(now: number): void {

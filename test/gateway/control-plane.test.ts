@@ -103,6 +103,26 @@ t.test('a bad manifest is refused with 400 invalid_manifest naming the field', a
   }
 })
 
+t.test('a max_rate above the operator ceiling (INGEST_MAX_RATE_PER_S, INGEST_MAX_BURST) is refused with 400 invalid_manifest', async (t) => {
+  const src = await provision(gw, { slots: 8 })
+  const create = (max_rate: unknown) => call(gw.url, 'POST', '/v1/byo/sources', { token: src.creatorToken, body: { agent_id: src.agentId, manifest: { ...MANIFEST, max_rate } } })
+  const refused: Array<[unknown, RegExp]> = [
+    [{ rate: 1001, per: 'second' }, /manifest\.max_rate: 1001 per second is above this gateway's ceiling of 1000 per second/],
+    [{ rate: 60_060, per: 'minute', burst: 10 }, /manifest\.max_rate: 60060 per minute .* ceiling of 1000 per second/],
+    [{ rate: 100, per: 'second', burst: 10_001 }, /manifest\.max_rate\.burst: 10001 is above .* 10000/],
+    [{ rate: 20_000, per: 'hour' }, /manifest\.max_rate\.burst: 20000 \(the rate, as no burst is given\)/],
+  ]
+  for (const [maxRate, message] of refused) {
+    const res = await create(maxRate)
+    t.equal(res.status, 400, JSON.stringify(maxRate))
+    t.equal(res.body.error.code, 'invalid_manifest')
+    t.match(res.body.error.message, message)
+  }
+  for (const atCeiling of [{ rate: 1000, per: 'second', burst: 10_000 }, { rate: 60_000, per: 'minute', burst: 10 }]) {
+    t.equal((await create(atCeiling)).status, 201, `${JSON.stringify(atCeiling)} is at the ceiling`)
+  }
+})
+
 t.test('another creator cannot see or use a source, and gets the same 404 as for a missing one', async (t) => {
   const a = await provision(gw)
   const b = await provision(gw)

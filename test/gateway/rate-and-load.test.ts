@@ -34,7 +34,7 @@ t.test('a retry of an accepted signal is not charged to the rate limit', async (
 
 t.test('with the verify queue full the edge sheds with 503 overloaded and Retry-After, and recovers', async (t) => {
   const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '1', VERIFY_THREADS: '1', VERIFY_BATCH: '1' } })
-  const src = await provision(gw, { manifest: { ...MANIFEST, max_rate: { rate: 100_000, per: 'second' } } })
+  const src = await provision(gw, { manifest: { ...MANIFEST, max_rate: { rate: 1000, per: 'second', burst: 10_000 } } })
   const results = await Promise.all(Array.from({ length: 200 }, () => push(gw, src.sign(payload(src.sourceId)))))
   const shed = results.filter((r) => r.status === 503)
   t.ok(shed.length > 0, `${shed.length} of 200 shed`)

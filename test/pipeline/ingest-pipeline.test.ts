@@ -54,9 +54,11 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
       now: Date.now,
       nonceWindowMs: 600_000,
       maxLiveNonces: 1000,
+      maxDedupEntries: 1000,
       dedupWindowMs: 1_800_000,
       history,
       flagAfterMinutes: 5,
+      rateCeiling: { perSecond: 100_000, burst: 100_000 },
       onLogFailure: () => undefined,
       onWarning: (m) => warnings.push(m),
       ...overrides,
@@ -158,6 +160,28 @@ t.test('revocation is forward-only: signals accepted before it stay in the log, 
   const records = await log.read({ fromSeq: 1 }, 10)
   t.equal(records.length, 1)
   t.equal(JSON.parse(Buffer.from(records[0]!.data).toString()).signal_id, accepted.signal_id)
+})
+
+t.test('a rate ceiling lowered after a source registered caps it: the source declared 1000/s, the ceiling allows 1/s with a burst of 2', async (t) => {
+  const { verifier, makePipeline, request, log } = await setup(t)
+  const pipeline = makePipeline({ rateCeiling: { perSecond: 1, burst: 2 } })
+  const answers = [0, 1, 2].map(() => pipeline.process(request()).then(() => 'accepted', (err: { code: string; message: string }) => `${err.code}: ${err.message}`))
+  await settle()
+  for (const gate of verifier.gates) gate(true)
+  t.same(await Promise.all(answers), ['accepted', 'accepted', 'rate_limited: source exceeded its max_rate of 1 per second'])
+  t.equal(log.info().lastSeq, 2)
+})
+
+t.test('a signal the dedup index has no room for is refused before the append: 429 at the source share, and nothing is logged', async (t) => {
+  const { verifier, makePipeline, request, log } = await setup(t)
+  // A quarter of 8: room for two signals of this source.
+  const pipeline = makePipeline({ maxDedupEntries: 8 })
+  const answers = [0, 1, 2].map(() => pipeline.process(request()).then(() => 'accepted', (err: { code: string; message: string; retryAfter: number }) => `${err.code} ${err.retryAfter}: ${err.message}`))
+  await settle()
+  for (const gate of verifier.gates) gate(true)
+  t.same(await Promise.all(answers), ['accepted', 'accepted', 'rate_limited 60: too many signals of this source in the dedup window'])
+  t.equal(log.info().lastSeq, 2)
+  t.equal(pipeline.dedupEntries, 2)
 })
 
 t.test('a body that is JSON but not an object is invalid_body, not invalid_signal_id', async (t) => {
