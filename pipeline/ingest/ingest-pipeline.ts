@@ -152,6 +152,7 @@ export class IngestPipeline {
           assertNotRevoked(req.key)
           continue
         case 'replay':
+          assertDeliverableReplay(req.key, found.record)
           if (awaitsTest(req.key)) await this.#markTested(req)
           return accepted(sourceId, found.record, true)
         case 'conflict':
@@ -224,6 +225,7 @@ export class IngestPipeline {
     if (appended.duplicate && remembered.bodySha256 !== req.bodySha256) {
       throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
+    if (appended.duplicate) assertDeliverableReplay(key, remembered)
     if (awaitsTest(key)) await this.#markTested(req)
     return accepted(source.source_id, remembered, appended.duplicate)
   }
@@ -311,6 +313,17 @@ export class IngestPipeline {
 /** A pending key not yet tested. Checked before calling #markTested, so that an accept by any other key costs no async call. */
 function awaitsTest(key: LiveKey): boolean {
   return key.record.state === 'pending' && key.record.tested_at === null
+}
+
+/**
+ * A test signal is recorded and never delivered (DESIGN.md section 4). Its retry by
+ * another pending key is still a test, but a key that signs real signals wants it
+ * delivered, which its id can no longer be: a 202 would promise what will not happen.
+ */
+function assertDeliverableReplay(key: LiveKey, original: DedupRecord): void {
+  if (original.test && key.record.state !== 'pending') {
+    throw new ApiError('idempotency_conflict', 'this signal_id was used by a test signal, which is recorded but never delivered; send the signal under a new signal_id')
+  }
 }
 
 function assertNotRevoked(key: LiveKey): void {
