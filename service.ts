@@ -122,6 +122,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   })
   const errors = new IngestErrorLog(errorLog, {
     perSource: config.INGEST_ERRORS_PER_SOURCE,
+    maxUnverified: config.INGEST_ERRORS_UNVERIFIED_MAX,
     onWriteError: (err) => logger.warn({ err }, 'ingest error record not written'),
   })
 

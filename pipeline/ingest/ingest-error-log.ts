@@ -47,19 +47,27 @@ export interface IngestErrorPage {
  * source of `perSource` entries each: refusals of requests whose signature verified
  * (they came from the creator) and the rest. Anyone can send unsigned junk naming a
  * source; it fills only the second ring and never pushes the creator's own refusals
- * out. Appended to a diagnostics log on disk so the history survives a restart; the
- * disk write is not awaited: diagnostics must never slow the answer down.
+ * out. Since anyone can name any source, the second rings also share one bound over
+ * all sources (`maxUnverified`): past it the longest rings are cut first, so junk
+ * aimed at many sources costs a bounded amount of memory and a source that receives
+ * little keeps what it has. Appended to a diagnostics log on disk so the history
+ * survives a restart; the disk write is not awaited: diagnostics must never slow the
+ * answer down.
  */
 export class IngestErrorLog {
   readonly #log: SignalLog
   readonly #perSource: number
+  readonly #maxUnverified: number
+  /** Entries in all the unverified rings together. */
+  #unverified = 0
   readonly #bySource = new Map<string, SourceRings>()
   readonly #onWriteError: (err: unknown) => void
   #queue: Array<{ sourceId: string; record: IngestErrorRecord; claimedNonce: string | undefined }> = []
 
-  constructor(log: SignalLog, options: { perSource: number; onWriteError: (err: unknown) => void }) {
+  constructor(log: SignalLog, options: { perSource: number; maxUnverified: number; onWriteError: (err: unknown) => void }) {
     this.#log = log
     this.#perSource = options.perSource
+    this.#maxUnverified = options.maxUnverified
     this.#onWriteError = options.onWriteError
   }
 
@@ -126,8 +134,33 @@ export class IngestErrorLog {
     const ring = verified ? rings.verified : rings.unverified
     ring.push({ seq: rings.seq, record })
     // Trim in steps, not per record: splice is O(n).
-    if (ring.length > this.#perSource * 1.25) ring.splice(0, ring.length - this.#perSource)
+    if (ring.length > this.#perSource * 1.25) this.#trim(ring, this.#perSource, verified)
+    if (!verified && ++this.#unverified > this.#maxUnverified * 1.25) this.#trimUnverified()
     return rings.seq
+  }
+
+  #trim(ring: Entry[], keep: number, verified: boolean): void {
+    const dropped = ring.splice(0, Math.max(0, ring.length - keep)).length
+    if (!verified) this.#unverified -= dropped
+  }
+
+  /**
+   * Brings the unverified rings back to `maxUnverified` in all by cutting every ring to
+   * one length, the largest that fits: the sources that received the most junk lose
+   * their oldest entries, the others lose nothing. Runs once per quarter of the bound.
+   */
+  #trimUnverified(): void {
+    const lengths = [...this.#bySource.values()].map((r) => r.unverified.length).sort((a, b) => b - a)
+    // Walk down from the longest: with the i + 1 longest cut to `cap`, the total is i + 1 caps plus the rest.
+    let rest = this.#unverified
+    let cap = 0
+    for (let i = 0; i < lengths.length; i++) {
+      rest -= lengths[i] as number
+      const next = lengths[i + 1] ?? 0
+      cap = Math.floor((this.#maxUnverified - rest) / (i + 1))
+      if (cap >= next) break
+    }
+    for (const rings of this.#bySource.values()) if (rings.unverified.length > cap) this.#trim(rings.unverified, cap, false)
   }
 
   /** Newest first; `cursor` is the opaque `next_cursor` of the previous page. */

@@ -14,7 +14,7 @@ function refusal(i: number): IngestErrorRecord {
 
 async function openErrors(dir: string) {
   const log = await openJournal({ dir, fsync: 'never', segmentBytes: SEGMENT_BYTES, maxSegments: KEPT_SEGMENTS, dedupWindowMs: 0 })
-  const errors = new IngestErrorLog(log, { perSource: 1000, onWriteError: (err) => t.fail(`write failed: ${String(err)}`) })
+  const errors = new IngestErrorLog(log, { perSource: 1000, maxUnverified: 100_000, onWriteError: (err) => t.fail(`write failed: ${String(err)}`) })
   await errors.load(0)
   return { log, errors }
 }
@@ -56,4 +56,33 @@ t.test('a cursor names the same refusal after a restart that dropped the oldest 
   await settle()
   t.same(second.errors.page('src_a', 1, undefined)?.items.map((r) => r.request_id), ['req-100'])
   t.same(second.errors.page('src_a', 3, cursor)?.items.map((r) => r.request_id), before?.items.map((r) => r.request_id))
+})
+
+t.test('unsigned refusals share one bound over all sources: the sources with the most lose their oldest, the others keep theirs', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sgw-errors-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const log = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0 })
+  t.teardown(() => log.close())
+  const errors = new IngestErrorLog(log, { perSource: 1000, maxUnverified: 1000, onWriteError: (err) => t.fail(String(err)) })
+  const count = (source: string) => {
+    let n = 0
+    for (let cursor: string | undefined, page; (page = errors.page(source, 1000, cursor)) !== undefined; cursor = page.nextCursor) {
+      n += page.items.length
+      if (page.nextCursor === null) break
+    }
+    return n
+  }
+  // A quiet source with 20, then junk naming 40 other sources, 40 each (1,600 in all).
+  for (let i = 0; i < 20; i++) errors.record('quiet', refusal(i))
+  for (let i = 0; i < 1600; i++) errors.record(`junk-${i % 40}`, refusal(1000 + i))
+  // One verified refusal (a claimed nonce) is never cut by the shared bound.
+  errors.record('junk-0', { ...refusal(9999), code: 'replayed_nonce', key_id: 'key_a' }, 'nonce-1')
+  await settle()
+  t.equal(count('quiet'), 20, 'the quiet source keeps all its refusals')
+  const junk = Array.from({ length: 40 }, (_, i) => count(`junk-${i}`))
+  const total = 20 + junk.reduce((a, b) => a + b, 0) - 1
+  t.ok(total <= 1250, `the unverified rings stay within the bound and its step (${total})`)
+  t.ok(junk.slice(1).every((n) => n < 40), 'the sources with the most junk lost some')
+  t.ok(junk.every((n) => n > 0), 'and none lost all of it')
+  t.equal(errors.page('junk-0', 1, undefined)?.items[0]?.code, 'replayed_nonce', 'the verified refusal is still there')
 })
