@@ -1,7 +1,7 @@
 export { Registry, REGISTRY_LIMITS } from './registry.js'
 export type { LiveKey } from './registry.js'
 export { RegistryFile } from './registry-file.js'
-export type { RegistryStore } from './registry-store.js'
+export type { RegistryChange, RegistryStore } from './registry-store.js'
 export type { AgentRecord, KeyRecord, KeyState, Principal, Role, SourceRecord, TokenRecord } from './records.js'
 export { MAX_TOKEN_CHARS } from './records.js'
 export { parsePublicKey } from './public-key.js'

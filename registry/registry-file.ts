@@ -1,40 +1,121 @@
-import { mkdir, readFile } from 'node:fs/promises'
+import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
-import { replaceFileDurably } from '../pipeline/index.js'
+import { replaceFileDurably, syncDir, writeFully } from '../pipeline/index.js'
 import type { RegistrySnapshot } from './records.js'
-import type { RegistryStore } from './registry-store.js'
+import { applyChange, type RegistryChange, type RegistryStore } from './registry-store.js'
+
+/** The change log is folded into the snapshot once it outgrows the snapshot, or this. */
+const LOG_MIN_BYTES = 256 * 1024
 
 /**
- * The registry as one JSON file, replaced atomically: write a temporary file,
- * fsync it, rename it over the old one, fsync the folder. A `kill -9` at any point
- * leaves either the old or the new document, never a torn one. The registry changes
- * rarely (tokens, agents, sources, keys), so rewriting it whole is cheap.
+ * The registry as a snapshot (`registry.json`) and a log of the changes since
+ * (`registry.log`, one JSON line each). A change costs one appended line and one
+ * fdatasync, whatever the registry's size; once the log outgrows the snapshot, the
+ * whole state is written as the new snapshot (write a temporary, fsync, rename, fsync
+ * the folder) and the log is emptied, so rewriting stays proportional to the changes.
+ *
+ * A `kill -9` at any point loses no acknowledged change: a torn last line was never
+ * acknowledged and is cut off on load; a crash between a new snapshot and the emptied
+ * log replays changes the snapshot already holds, which is harmless (each change
+ * writes whole records, in order).
  */
 export class RegistryFile implements RegistryStore {
-  readonly #path: string
   readonly #dir: string
+  readonly #path: string
+  readonly #logPath: string
+  #log: FileHandle | undefined
+  #logBytes = 0
+  #snapshotBytes = 0
 
   constructor(dir: string) {
     this.#dir = dir
     this.#path = join(dir, 'registry.json')
+    this.#logPath = join(dir, 'registry.log')
   }
 
   async load(): Promise<RegistrySnapshot | undefined> {
-    let text: string
-    try {
-      text = await readFile(this.#path, 'utf8')
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-      throw err
+    const text = await readIfPresent(this.#path)
+    let snapshot: RegistrySnapshot | undefined
+    if (text !== undefined) {
+      snapshot = JSON.parse(text.toString('utf8')) as RegistrySnapshot
+      if (snapshot.version !== 1) throw new Error(`${this.#path}: unknown registry version ${String(snapshot.version)}`)
+      this.#snapshotBytes = text.length
     }
-    const snapshot = JSON.parse(text) as RegistrySnapshot
-    if (snapshot.version !== 1) throw new Error(`${this.#path}: unknown registry version ${String(snapshot.version)}`)
+    const log = await readIfPresent(this.#logPath)
+    if (log === undefined) return snapshot
+    let start = 0
+    for (let end = log.indexOf(10, start); end >= 0; end = log.indexOf(10, start)) {
+      let change: RegistryChange
+      try {
+        change = JSON.parse(log.subarray(start, end).toString('utf8')) as RegistryChange
+      } catch (err) {
+        // Only the last line can be torn; a bad line with more after it is damage.
+        if (log.indexOf(10, end + 1) >= 0) throw new Error(`${this.#logPath}: damaged change at byte ${start}`, { cause: err })
+        break
+      }
+      snapshot ??= { version: 1, tokens: [], agents: [], sources: [], keys: [] }
+      applyChange(snapshot, change)
+      start = end + 1
+    }
+    if (start < log.length) {
+      // A torn tail: never acknowledged. Cut it, so the next change starts on a clean line.
+      const fh = await open(this.#logPath, 'r+')
+      try {
+        await fh.truncate(start)
+        await fh.sync()
+      } finally {
+        await fh.close()
+      }
+    }
+    this.#logBytes = start
     return snapshot
   }
 
-  async save(snapshot: RegistrySnapshot): Promise<void> {
+  async append(change: RegistryChange, current: () => RegistrySnapshot): Promise<void> {
+    const line = Buffer.from(`${JSON.stringify(change)}\n`)
+    if (this.#logBytes + line.length > Math.max(LOG_MIN_BYTES, this.#snapshotBytes)) return this.#compact(current)
+    const log = await this.#openLog()
+    try {
+      writeFully(log.fd, line, this.#logBytes)
+      await log.datasync()
+    } catch (err) {
+      // The caller rolls the change back, so the line must not survive either (best effort:
+      // a disk that failed the write may fail this too, and then a restart may replay it).
+      await log.truncate(this.#logBytes).catch(() => undefined)
+      throw err
+    }
+    this.#logBytes += line.length
+  }
+
+  /** Writes the whole state (the pending change included) as the snapshot, then empties the log. */
+  async #compact(current: () => RegistrySnapshot): Promise<void> {
+    const doc = Buffer.from(JSON.stringify(current()))
     await mkdir(this.#dir, { recursive: true })
-    // Mode 600: the file holds token hashes.
-    await replaceFileDurably(this.#path, this.#dir, Buffer.from(JSON.stringify(snapshot)), 0o600)
+    // Mode 600: the files hold token hashes.
+    await replaceFileDurably(this.#path, this.#dir, doc, 0o600)
+    this.#snapshotBytes = doc.length
+    const log = await this.#openLog()
+    await log.truncate(0)
+    await log.sync()
+    this.#logBytes = 0
+  }
+
+  async #openLog(): Promise<FileHandle> {
+    if (this.#log === undefined) {
+      await mkdir(this.#dir, { recursive: true })
+      this.#log = await open(this.#logPath, 'a', 0o600)
+      // A new file's name is durable only once its folder is synced.
+      await syncDir(this.#dir)
+    }
+    return this.#log
+  }
+}
+
+async function readIfPresent(path: string): Promise<Buffer | undefined> {
+  try {
+    return await readFile(path)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw err
   }
 }

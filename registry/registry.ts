@@ -3,7 +3,7 @@ import { ApiError } from '../schemas/api-error.js'
 import type { Listing, Manifest } from '../schemas/manifest.js'
 import { MAX_TOKEN_CHARS } from './records.js'
 import type { AgentRecord, KeyRecord, Principal, RegistrySnapshot, SourceRecord, TokenRecord } from './records.js'
-import type { RegistryStore } from './registry-store.js'
+import type { RegistryChange, RegistryStore } from './registry-store.js'
 
 /** Bounds on what the registry holds: tokens and agents in all, slots per agent, keys per source. */
 export const REGISTRY_LIMITS = {
@@ -19,6 +19,11 @@ export const REGISTRY_LIMITS = {
    */
   revokedKeysPerSource: 256,
 } as const
+
+/** The change being made: what to record, and how to undo it in memory if recording fails. */
+interface PendingChange extends RegistryChange {
+  readonly undo: Array<() => void>
+}
 
 const sha256Hex = (s: string) => createHash('sha256').update(s).digest('hex')
 const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString('base64url')}`
@@ -44,6 +49,8 @@ export class Registry {
   #sources = new Map<string, SourceRecord>()
   #keys = new Map<string, LiveKey>()
   #chain: Promise<unknown> = Promise.resolve()
+  /** Set while a change runs: the mutations below note in it what they touch. */
+  #pending: PendingChange | undefined
   readonly #inFlight = new Map<string, Promise<void>>()
 
   private constructor(store: RegistryStore, adminToken: string, now: () => number) {
@@ -90,18 +97,30 @@ export class Registry {
   }
 
   /**
-   * Runs one change at a time and persists it before resolving. If the write fails
-   * the in-memory state is rolled back to a deep copy taken before the change, so
-   * memory never claims what disk does not hold.
+   * Runs one change at a time and records it before resolving: only the records it
+   * touched, so a change costs the same however large the registry is. If recording
+   * fails the touched records are put back as they were, so memory never claims what
+   * disk does not hold.
    */
   #mutate<T>(change: () => T): Promise<T> {
     const run = async () => {
-      const before = structuredClone(this.#snapshot())
-      const result = change()
+      const pending: PendingChange = { tokens: [], agents: [], sources: [], keys: [], droppedKeys: [], undo: [] }
+      this.#pending = pending
+      let result: T
       try {
-        await this.#store.save(this.#snapshot())
+        result = change()
       } catch (err) {
-        this.#apply(before)
+        undo(pending)
+        throw err
+      } finally {
+        this.#pending = undefined
+      }
+      if (pending.undo.length === 0) return result
+      const { undo: _, ...recorded } = pending
+      try {
+        await this.#store.append(recorded, () => this.#snapshot())
+      } catch (err) {
+        undo(pending)
         throw err
       }
       return result
@@ -133,7 +152,7 @@ export class Registry {
       if (this.#tokens.size >= REGISTRY_LIMITS.tokens) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.tokens} tokens`)
       const token = `sgw_${randomBytes(32).toString('base64url')}`
       const record: TokenRecord = { token_id: newId('tok'), sha256: sha256Hex(token), role, subject, created_at: this.#iso() }
-      this.#tokens.set(record.sha256, record)
+      this.#put(this.#tokens, record.sha256, record, this.#change().tokens)
       return { token, record }
     })
   }
@@ -143,7 +162,7 @@ export class Registry {
       if (this.#agents.has(input.agent_id)) throw new ApiError('already_exists', `agent ${input.agent_id} already exists`)
       if (this.#agents.size >= REGISTRY_LIMITS.agents) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.agents} agents`)
       const agent: AgentRecord = { ...input, created_at: this.#iso() }
-      this.#agents.set(agent.agent_id, agent)
+      this.#put(this.#agents, agent.agent_id, agent, this.#change().agents)
       return agent
     })
   }
@@ -171,7 +190,7 @@ export class Registry {
         created_at: this.#iso(),
         flagged_for_review_at: null,
       }
-      this.#sources.set(source.source_id, source)
+      this.#put(this.#sources, source.source_id, source, this.#change().sources)
       return source
     })
   }
@@ -184,7 +203,9 @@ export class Registry {
   flagSource(sourceId: string): Promise<void> {
     return this.#once(`flag\n${sourceId}`, () => {
       const source = this.#sources.get(sourceId)
-      if (source !== undefined && source.flagged_for_review_at === null) source.flagged_for_review_at = this.#iso()
+      if (source === undefined || source.flagged_for_review_at !== null) return
+      this.#touch(source, this.#change().sources)
+      source.flagged_for_review_at = this.#iso()
     })
   }
 
@@ -233,7 +254,8 @@ export class Registry {
         grace_at: null,
         revoked_at: null,
       }
-      this.#keys.set(record.key_id, { record, publicKey: Buffer.from(publicKey) })
+      this.#put(this.#keys, record.key_id, { record, publicKey: Buffer.from(publicKey) }, undefined)
+      this.#change().keys.push(record)
       return record
     })
   }
@@ -243,14 +265,22 @@ export class Registry {
     const revoked = keys
       .filter((k) => k.state === 'revoked')
       .sort((a, b) => ((a.revoked_at ?? '') < (b.revoked_at ?? '') ? -1 : 1))
-    for (const k of revoked.slice(0, Math.max(0, revoked.length - keep))) this.#keys.delete(k.key_id)
+    for (const k of revoked.slice(0, Math.max(0, revoked.length - keep))) {
+      const live = this.#keys.get(k.key_id) as LiveKey
+      this.#keys.delete(k.key_id)
+      const change = this.#change()
+      change.droppedKeys.push(k.key_id)
+      change.undo.push(() => this.#keys.set(k.key_id, live))
+    }
   }
 
   /** Records that a pending key signed a test signal that was accepted. */
   markTested(sourceId: string, keyId: string): Promise<void> {
     return this.#once(`tested\n${keyId}`, () => {
       const key = this.key(sourceId, keyId)
-      if (key !== undefined && key.record.tested_at === null) key.record.tested_at = this.#iso()
+      if (key === undefined || key.record.tested_at !== null) return
+      this.#touch(key.record, this.#change().keys)
+      key.record.tested_at = this.#iso()
     })
   }
 
@@ -266,10 +296,12 @@ export class Registry {
       const now = this.#iso()
       for (const other of this.keysOf(sourceId)) {
         if (other.state === 'active') {
+          this.#touch(other, this.#change().keys)
           other.state = 'grace'
           other.grace_at = now
         }
       }
+      this.#touch(key, this.#change().keys)
       key.state = 'active'
       key.promoted_at = now
       return key
@@ -281,12 +313,38 @@ export class Registry {
     return this.#mutate(() => {
       const key = this.#required(sourceId, keyId)
       if (key.state !== 'revoked') {
+        this.#touch(key, this.#change().keys)
         key.state = 'revoked'
         key.revoked_at = this.#iso()
         this.#pruneRevoked(this.keysOf(sourceId), REGISTRY_LIMITS.revokedKeysPerSource)
       }
       return key
     })
+  }
+
+  /** The change under way; mutations run only inside #mutate. */
+  #change(): PendingChange {
+    if (this.#pending === undefined) throw new Error('registry changed outside #mutate')
+    return this.#pending
+  }
+
+  /** Adds a new record to `map`, recorded in `list` (when given) and removed again by undo. */
+  #put<V, R>(map: Map<string, V>, id: string, value: V, list: R[] | undefined): void {
+    map.set(id, value)
+    list?.push(value as unknown as R)
+    this.#change().undo.push(() => map.delete(id))
+  }
+
+  /**
+   * Notes that `record` is about to change in place (in place, because requests in
+   * flight hold it and must see a revocation): recorded whole after the change, and
+   * put back field by field by undo.
+   */
+  #touch<R extends object>(record: R, list: R[]): void {
+    if (list.includes(record)) return
+    list.push(record)
+    const before = { ...record }
+    this.#change().undo.push(() => Object.assign(record, before))
   }
 
   #required(sourceId: string, keyId: string): KeyRecord {
@@ -299,4 +357,9 @@ export class Registry {
   async settle(): Promise<void> {
     await this.#chain
   }
+}
+
+/** Puts memory back as it was before a change that could not be recorded, newest step first. */
+function undo(pending: PendingChange): void {
+  for (let i = pending.undo.length - 1; i >= 0; i--) (pending.undo[i] as () => void)()
 }

@@ -25,8 +25,8 @@ class MemoryStore implements RegistryStore {
   async load() {
     return this.saved
   }
-  async save(s: RegistrySnapshot) {
-    this.saved = structuredClone(s)
+  async append(_change: unknown, current: () => RegistrySnapshot) {
+    this.saved = structuredClone(current())
   }
 }
 

@@ -1,22 +1,28 @@
 import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
-import { Registry, type RegistryStore } from '../../registry/index.js'
+import { Registry, type RegistryChange, type RegistryStore } from '../../registry/index.js'
+import { applyChange } from '../../registry/registry-store.js'
 import type { RegistrySnapshot } from '../../registry/records.js'
 import { MANIFEST } from '../helpers/api.js'
 
-/** An in-memory RegistryStore (the file adapter is exercised by the integration tests); `failNext` makes one save fail like a full disk. */
+/**
+ * An in-memory RegistryStore that keeps only what each change records (so a reopen
+ * shows whether the changes are complete); the file adapter has its own test.
+ * `failNext` makes one append fail like a full disk.
+ */
 class MemoryStore implements RegistryStore {
   saved: RegistrySnapshot | undefined
   failNext = false
   async load() {
     return this.saved === undefined ? undefined : structuredClone(this.saved)
   }
-  async save(snapshot: RegistrySnapshot) {
+  async append(change: RegistryChange) {
     if (this.failNext) {
       this.failNext = false
       throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
     }
-    this.saved = structuredClone(snapshot)
+    this.saved ??= { version: 1, tokens: [], agents: [], sources: [], keys: [] }
+    applyChange(this.saved, structuredClone(change))
   }
 }
 
@@ -114,10 +120,10 @@ t.test('rotation never runs into a wall: past 256 revoked keys the oldest revoke
 t.test('a thousand concurrent requests to flag a source write the registry once', async (t) => {
   const { store, registry, source } = await setup()
   let saves = 0
-  const save = store.save.bind(store)
-  store.save = async (s) => {
+  const append = store.append.bind(store)
+  store.append = async (change) => {
     saves++
-    return save(s)
+    return append(change)
   }
   await Promise.all(Array.from({ length: 1000 }, () => registry.flagSource(source.source_id)))
   t.equal(saves, 1)
