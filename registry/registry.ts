@@ -15,9 +15,10 @@ export const REGISTRY_LIMITS = {
   /**
    * Revoked keys kept per source, so a request signed with one is told `revoked_key` and
    * its public key cannot be registered again. Past this, the oldest revoked record is
-   * dropped: rotation must never run into a wall (spec 5.3), and the registry stays bounded.
+   * dropped: rotation must never run into a wall (spec 5.3), and the registry stays bounded
+   * (a year of weekly rotations fits; 96 records at most per source, about 50 KB in memory).
    */
-  revokedKeysPerSource: 256,
+  revokedKeysPerSource: 64,
 } as const
 
 /** The change being made: what to record, and how to undo it in memory if recording fails. */

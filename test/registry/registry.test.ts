@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
-import { Registry, type RegistryChange, type RegistryStore } from '../../registry/index.js'
+import { Registry, REGISTRY_LIMITS, type RegistryChange, type RegistryStore } from '../../registry/index.js'
 import { applyChange } from '../../registry/registry-store.js'
 import type { RegistrySnapshot } from '../../registry/records.js'
 import { MANIFEST } from '../helpers/api.js'
@@ -94,27 +94,28 @@ t.test('a source holds at most 32 keys that are not revoked; revoking one makes 
   t.equal((await registry.addKey(source.source_id, rawKey())).state, 'pending', 'a revoked key does not count')
 })
 
-t.test('rotation never runs into a wall: past 256 revoked keys the oldest revoked record is dropped', async (t) => {
+t.test('rotation never runs into a wall: past the kept revoked keys the oldest revoked record is dropped', async (t) => {
   const { registry, source } = await setup()
+  const kept = REGISTRY_LIMITS.revokedKeysPerSource
   const first = await registry.addKey(source.source_id, rawKey())
   await registry.revokeKey(source.source_id, first.key_id)
   const firstPublicKey = Buffer.from(first.public_key, 'base64url')
   await t.rejects(registry.addKey(source.source_id, firstPublicKey), { code: 'key_exists' }, 'a revoked public key cannot come back while its record is kept')
-  for (let i = 1; i < 256; i++) {
+  for (let i = 1; i < kept; i++) {
     const k = await registry.addKey(source.source_id, rawKey())
     await registry.revokeKey(source.source_id, k.key_id)
   }
-  t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, 256)
+  t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, kept)
   t.ok(registry.key(source.source_id, first.key_id), 'the first revoked key is still known')
   const next = await registry.addKey(source.source_id, rawKey())
-  t.equal(next.state, 'pending', 'the 257th rotation still registers a key')
+  t.equal(next.state, 'pending', 'one rotation more still registers a key')
   t.equal(registry.key(source.source_id, first.key_id), undefined, 'the oldest revoked record made room')
-  t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, 255)
+  t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, kept - 1)
   await registry.revokeKey(source.source_id, next.key_id)
   const live = []
   for (let i = 0; i < 31; i++) live.push(await registry.addKey(source.source_id, rawKey()))
   for (const k of live) await registry.revokeKey(source.source_id, k.key_id)
-  t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, 256, 'revoking keeps the bound too')
+  t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, kept, 'revoking keeps the bound too')
 })
 
 t.test('a thousand concurrent requests to flag a source write the registry once', async (t) => {
