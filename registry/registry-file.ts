@@ -2,7 +2,7 @@ import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { replaceFileDurably, syncDir, writeFully } from '../pipeline/index.js'
 import type { RegistrySnapshot } from './records.js'
-import { applyChange, type RegistryChange, type RegistryStore } from './registry-store.js'
+import { replayChanges, type RegistryChange, type RegistryStore } from './registry-store.js'
 
 /** The change log is folded into the snapshot once it outgrows the snapshot, or this. */
 const LOG_MIN_BYTES = 256 * 1024
@@ -43,18 +43,16 @@ export class RegistryFile implements RegistryStore {
     }
     const log = await readIfPresent(this.#logPath)
     if (log === undefined) return snapshot
+    const changes: RegistryChange[] = []
     let start = 0
     for (let end = log.indexOf(10, start); end >= 0; end = log.indexOf(10, start)) {
-      let change: RegistryChange
       try {
-        change = JSON.parse(log.subarray(start, end).toString('utf8')) as RegistryChange
+        changes.push(JSON.parse(log.subarray(start, end).toString('utf8')) as RegistryChange)
       } catch (err) {
         // Only the last line can be torn; a bad line with more after it is damage.
         if (log.indexOf(10, end + 1) >= 0) throw new Error(`${this.#logPath}: damaged change at byte ${start}`, { cause: err })
         break
       }
-      snapshot ??= { version: 1, tokens: [], agents: [], sources: [], keys: [] }
-      applyChange(snapshot, change)
       start = end + 1
     }
     if (start < log.length) {
@@ -68,7 +66,7 @@ export class RegistryFile implements RegistryStore {
       }
     }
     this.#logBytes = start
-    return snapshot
+    return changes.length === 0 ? snapshot : replayChanges(snapshot, changes)
   }
 
   async append(change: RegistryChange, current: () => RegistrySnapshot): Promise<void> {
@@ -94,10 +92,17 @@ export class RegistryFile implements RegistryStore {
     // Mode 600: the files hold token hashes.
     await replaceFileDurably(this.#path, this.#dir, doc, 0o600)
     this.#snapshotBytes = doc.length
-    const log = await this.#openLog()
-    await log.truncate(0)
-    await log.sync()
-    this.#logBytes = 0
+    // The change is recorded now. Emptying the log only saves replaying changes the
+    // snapshot already holds, so a failure here must not report the change as lost: the
+    // log keeps its size and the next change compacts again.
+    try {
+      const log = await this.#openLog()
+      await log.truncate(0)
+      await log.sync()
+      this.#logBytes = 0
+    } catch {
+      // Left as it is; see above.
+    }
   }
 
   async #openLog(): Promise<FileHandle> {

@@ -24,26 +24,22 @@ export interface RegistryStore {
   append(change: RegistryChange, current: () => RegistrySnapshot): Promise<void>
 }
 
-/** Applies `change` to `snapshot` in place: a record replaces the one with its id. */
-export function applyChange(snapshot: RegistrySnapshot, change: RegistryChange): void {
-  upsert(snapshot.tokens, change.tokens, (r) => r.sha256)
-  upsert(snapshot.agents, change.agents, (r) => r.agent_id)
-  upsert(snapshot.sources, change.sources, (r) => r.source_id)
-  upsert(snapshot.keys, change.keys, (r) => r.key_id)
-  if (change.droppedKeys.length > 0) {
-    const dropped = new Set(change.droppedKeys)
-    snapshot.keys = snapshot.keys.filter((k) => !dropped.has(k.key_id))
+/**
+ * The state after `changes`, applied in order on top of `snapshot` (a record replaces
+ * the one with its id). Indexed once for all the changes, so a start that replays a
+ * long log stays linear.
+ */
+export function replayChanges(snapshot: RegistrySnapshot | undefined, changes: readonly RegistryChange[]): RegistrySnapshot {
+  const tokens = new Map((snapshot?.tokens ?? []).map((r) => [r.sha256, r]))
+  const agents = new Map((snapshot?.agents ?? []).map((r) => [r.agent_id, r]))
+  const sources = new Map((snapshot?.sources ?? []).map((r) => [r.source_id, r]))
+  const keys = new Map((snapshot?.keys ?? []).map((r) => [r.key_id, r]))
+  for (const change of changes) {
+    for (const r of change.tokens) tokens.set(r.sha256, r)
+    for (const r of change.agents) agents.set(r.agent_id, r)
+    for (const r of change.sources) sources.set(r.source_id, r)
+    for (const r of change.keys) keys.set(r.key_id, r)
+    for (const id of change.droppedKeys) keys.delete(id)
   }
-}
-
-function upsert<T>(records: T[], changed: readonly T[], id: (r: T) => string): void {
-  if (changed.length === 0) return
-  const at = new Map(records.map((r, i) => [id(r), i]))
-  for (const r of changed) {
-    const i = at.get(id(r))
-    if (i === undefined) {
-      at.set(id(r), records.length)
-      records.push(r)
-    } else records[i] = r
-  }
+  return { version: 1, tokens: [...tokens.values()], agents: [...agents.values()], sources: [...sources.values()], keys: [...keys.values()] }
 }

@@ -63,28 +63,15 @@ export class Registry {
   static async open(store: RegistryStore, adminToken: string, now: () => number = Date.now): Promise<Registry> {
     const registry = new Registry(store, adminToken, now)
     const snapshot = await store.load()
-    if (snapshot !== undefined) registry.#apply(snapshot)
+    if (snapshot !== undefined) registry.#load(snapshot)
     return registry
   }
 
-  /**
-   * Makes memory equal `snapshot`. Source and key objects keep their identity (their
-   * fields are overwritten in place), because requests in flight hold them and must
-   * see a revocation that lands while they wait.
-   */
-  #apply(snapshot: RegistrySnapshot): void {
+  #load(snapshot: RegistrySnapshot): void {
     this.#tokens = new Map(snapshot.tokens.map((t) => [t.sha256, t]))
     this.#agents = new Map(snapshot.agents.map((a) => [a.agent_id, a]))
-    const sources = new Map<string, SourceRecord>()
-    for (const s of snapshot.sources) sources.set(s.source_id, Object.assign(this.#sources.get(s.source_id) ?? s, s))
-    this.#sources = sources
-    const keys = new Map<string, LiveKey>()
-    for (const k of snapshot.keys) {
-      const live = this.#keys.get(k.key_id)
-      if (live !== undefined) Object.assign(live.record, k)
-      keys.set(k.key_id, live ?? { record: k, publicKey: Buffer.from(k.public_key, 'base64url') })
-    }
-    this.#keys = keys
+    this.#sources = new Map(snapshot.sources.map((s) => [s.source_id, s]))
+    this.#keys = new Map(snapshot.keys.map((k) => [k.key_id, { record: k, publicKey: Buffer.from(k.public_key, 'base64url') }]))
   }
 
   #snapshot(): RegistrySnapshot {
@@ -153,7 +140,8 @@ export class Registry {
       if (this.#tokens.size >= REGISTRY_LIMITS.tokens) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.tokens} tokens`)
       const token = `sgw_${randomBytes(32).toString('base64url')}`
       const record: TokenRecord = { token_id: newId('tok'), sha256: sha256Hex(token), role, subject, created_at: this.#iso() }
-      this.#put(this.#tokens, record.sha256, record, this.#change().tokens)
+      this.#put(this.#tokens, record.sha256, record)
+      this.#change().tokens.push(record)
       return { token, record }
     })
   }
@@ -163,7 +151,8 @@ export class Registry {
       if (this.#agents.has(input.agent_id)) throw new ApiError('already_exists', `agent ${input.agent_id} already exists`)
       if (this.#agents.size >= REGISTRY_LIMITS.agents) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.agents} agents`)
       const agent: AgentRecord = { ...input, created_at: this.#iso() }
-      this.#put(this.#agents, agent.agent_id, agent, this.#change().agents)
+      this.#put(this.#agents, agent.agent_id, agent)
+      this.#change().agents.push(agent)
       return agent
     })
   }
@@ -191,7 +180,8 @@ export class Registry {
         created_at: this.#iso(),
         flagged_for_review_at: null,
       }
-      this.#put(this.#sources, source.source_id, source, this.#change().sources)
+      this.#put(this.#sources, source.source_id, source)
+      this.#change().sources.push(source)
       return source
     })
   }
@@ -255,7 +245,7 @@ export class Registry {
         grace_at: null,
         revoked_at: null,
       }
-      this.#put(this.#keys, record.key_id, { record, publicKey: Buffer.from(publicKey) }, undefined)
+      this.#put(this.#keys, record.key_id, { record, publicKey: Buffer.from(publicKey) })
       this.#change().keys.push(record)
       return record
     })
@@ -329,10 +319,9 @@ export class Registry {
     return this.#pending
   }
 
-  /** Adds a new record to `map`, recorded in `list` (when given) and removed again by undo. */
-  #put<V, R>(map: Map<string, V>, id: string, value: V, list: R[] | undefined): void {
+  /** Adds a new entry to `map`, removed again by undo. */
+  #put<V>(map: Map<string, V>, id: string, value: V): void {
     map.set(id, value)
-    list?.push(value as unknown as R)
     this.#change().undo.push(() => map.delete(id))
   }
 

@@ -1,7 +1,7 @@
 import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import { Registry, REGISTRY_LIMITS, type RegistryChange, type RegistryStore } from '../../registry/index.js'
-import { applyChange } from '../../registry/registry-store.js'
+import { replayChanges } from '../../registry/registry-store.js'
 import type { RegistrySnapshot } from '../../registry/records.js'
 import { MANIFEST } from '../helpers/api.js'
 
@@ -21,8 +21,7 @@ class MemoryStore implements RegistryStore {
       this.failNext = false
       throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
     }
-    this.saved ??= { version: 1, tokens: [], agents: [], sources: [], keys: [] }
-    applyChange(this.saved, structuredClone(change))
+    this.saved = replayChanges(this.saved, [structuredClone(change)])
   }
 }
 
