@@ -29,6 +29,33 @@ interface PendingChange extends RegistryChange {
 const sha256Hex = (s: string) => createHash('sha256').update(s).digest('hex')
 const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString('base64url')}`
 
+/**
+ * Ids grouped by the id of what owns them (keys by source, sources by agent), so that
+ * listing one owner's records costs that owner's records, not the whole registry.
+ */
+class OwnerIndex {
+  readonly #groups = new Map<string, Set<string>>()
+
+  add(owner: string, id: string): void {
+    let group = this.#groups.get(owner)
+    if (group === undefined) this.#groups.set(owner, (group = new Set()))
+    group.add(id)
+  }
+
+  delete(owner: string, id: string): void {
+    const group = this.#groups.get(owner)
+    if (group === undefined) return
+    group.delete(id)
+    if (group.size === 0) this.#groups.delete(owner)
+  }
+
+  of(owner: string): ReadonlySet<string> {
+    return this.#groups.get(owner) ?? EMPTY
+  }
+}
+
+const EMPTY: ReadonlySet<string> = new Set()
+
 /** A key as the hot path needs it: the record plus the decoded public key. */
 export interface LiveKey {
   readonly record: KeyRecord
@@ -49,6 +76,8 @@ export class Registry {
   #agents = new Map<string, AgentRecord>()
   #sources = new Map<string, SourceRecord>()
   #keys = new Map<string, LiveKey>()
+  #sourcesByAgent = new OwnerIndex()
+  #keysBySource = new OwnerIndex()
   #chain: Promise<unknown> = Promise.resolve()
   /** Set while a change runs: the mutations below note in it what they touch. */
   #pending: PendingChange | undefined
@@ -72,6 +101,10 @@ export class Registry {
     this.#agents = new Map(snapshot.agents.map((a) => [a.agent_id, a]))
     this.#sources = new Map(snapshot.sources.map((s) => [s.source_id, s]))
     this.#keys = new Map(snapshot.keys.map((k) => [k.key_id, { record: k, publicKey: Buffer.from(k.public_key, 'base64url') }]))
+    this.#sourcesByAgent = new OwnerIndex()
+    for (const s of snapshot.sources) this.#sourcesByAgent.add(s.agent_id, s.source_id)
+    this.#keysBySource = new OwnerIndex()
+    for (const k of snapshot.keys) this.#keysBySource.add(k.source_id, k.key_id)
   }
 
   #snapshot(): RegistrySnapshot {
@@ -162,7 +195,7 @@ export class Registry {
   }
 
   sourcesOfAgent(agentId: string): SourceRecord[] {
-    return [...this.#sources.values()].filter((s) => s.agent_id === agentId)
+    return [...this.#sourcesByAgent.of(agentId)].map((id) => this.#sources.get(id) as SourceRecord)
   }
 
   /** Registers a source on one of the agent's open slots. */
@@ -181,6 +214,7 @@ export class Registry {
         flagged_for_review_at: null,
       }
       this.#put(this.#sources, source.source_id, source)
+      this.#group(this.#sourcesByAgent, source.agent_id, source.source_id)
       this.#change().sources.push(source)
       return source
     })
@@ -214,7 +248,7 @@ export class Registry {
   }
 
   keysOf(sourceId: string): KeyRecord[] {
-    return [...this.#keys.values()].filter((k) => k.record.source_id === sourceId).map((k) => k.record)
+    return [...this.#keysBySource.of(sourceId)].map((id) => (this.#keys.get(id) as LiveKey).record)
   }
 
   /** The key `keyId` if it belongs to `sourceId`; a key of another source is unknown here. */
@@ -246,6 +280,7 @@ export class Registry {
         revoked_at: null,
       }
       this.#put(this.#keys, record.key_id, { record, publicKey: Buffer.from(publicKey) })
+      this.#group(this.#keysBySource, sourceId, record.key_id)
       this.#change().keys.push(record)
       return record
     })
@@ -259,9 +294,13 @@ export class Registry {
     for (const k of revoked.slice(0, Math.max(0, revoked.length - keep))) {
       const live = this.#keys.get(k.key_id) as LiveKey
       this.#keys.delete(k.key_id)
+      this.#keysBySource.delete(k.source_id, k.key_id)
       const change = this.#change()
       change.droppedKeys.push(k.key_id)
-      change.undo.push(() => this.#keys.set(k.key_id, live))
+      change.undo.push(() => {
+        this.#keys.set(k.key_id, live)
+        this.#keysBySource.add(k.source_id, k.key_id)
+      })
     }
   }
 
@@ -323,6 +362,12 @@ export class Registry {
   #put<V>(map: Map<string, V>, id: string, value: V): void {
     map.set(id, value)
     this.#change().undo.push(() => map.delete(id))
+  }
+
+  /** Files a new record's id under its owner, removed again by undo. */
+  #group(index: OwnerIndex, owner: string, id: string): void {
+    index.add(owner, id)
+    this.#change().undo.push(() => index.delete(owner, id))
   }
 
   /**

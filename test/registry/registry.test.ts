@@ -47,6 +47,46 @@ t.test('a failed save rolls the change back: memory never claims what disk does 
   t.equal(registry.keysOf(source.source_id).length, 1, 'the key added by the failed change is gone')
 })
 
+t.test('keys of a source and sources of an agent: only their own, kept right through a rollback, a prune and a reopen', async (t) => {
+  const { store, registry, source, key } = await setup()
+  const agent = await registry.createAgent({ agent_id: 'a2', creator_id: 'c1', slots: 2 })
+  const other = await registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } })
+  const otherKey = await registry.addKey(other.source_id, rawKey())
+  t.same(registry.keysOf(source.source_id).map((k) => k.key_id), [key.key_id])
+  t.same(registry.keysOf(other.source_id).map((k) => k.key_id), [otherKey.key_id])
+  t.same(registry.sourcesOfAgent('a2').map((s) => s.source_id), [other.source_id])
+  t.same(registry.keysOf('src_nothing'), [])
+  t.same(registry.sourcesOfAgent('nobody'), [])
+
+  store.failNext = true
+  await t.rejects(registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } }))
+  t.equal(registry.sourcesOfAgent('a2').length, 1, 'the failed source takes no slot')
+  await registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } })
+  await t.rejects(registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } }), { code: 'no_open_slot' })
+
+  // A revocation whose prune fails to record puts the dropped records back in the index too.
+  const kept = REGISTRY_LIMITS.revokedKeysPerSource
+  for (let i = 0; i < kept; i++) {
+    const k = await registry.addKey(other.source_id, rawKey())
+    await registry.revokeKey(other.source_id, k.key_id)
+  }
+  await registry.revokeKey(other.source_id, otherKey.key_id)
+  const before = registry.keysOf(other.source_id).map((k) => k.key_id).sort()
+  t.equal(before.length, kept)
+  store.failNext = true
+  await t.rejects(registry.addKey(other.source_id, rawKey()))
+  t.same(registry.keysOf(other.source_id).map((k) => k.key_id).sort(), before, 'a rolled-back prune restores the listing')
+  await registry.addKey(other.source_id, rawKey())
+  const after = registry.keysOf(other.source_id)
+  t.equal(after.length, kept, 'one revoked record dropped, one pending added')
+  t.ok(after.every((k) => k.source_id === other.source_id))
+
+  const reopened = await Registry.open(store, 'admin-secret')
+  t.same(reopened.keysOf(other.source_id).map((k) => k.key_id).sort(), after.map((k) => k.key_id).sort())
+  t.same(reopened.sourcesOfAgent('a2').map((s) => s.source_id).sort(), registry.sourcesOfAgent('a2').map((s) => s.source_id).sort())
+  t.same(reopened.keysOf(source.source_id).map((k) => k.key_id), [key.key_id])
+})
+
 t.test('a key object held by a request in flight sees a later revocation', async (t) => {
   const { registry, source, key } = await setup()
   const held = registry.key(source.source_id, key.key_id)!
