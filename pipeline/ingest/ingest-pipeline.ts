@@ -233,6 +233,8 @@ export class IngestPipeline {
   /** A signal the dedup index has no room to remember is refused, not accepted unguarded. */
   #dedupRoom(req: SignedRequest, signalId: string): () => void {
     const room = this.#dedup.takeRoom(req.source.source_id, signalId, req.idempotencyKey, this.#o.now())
+    // The rate token taken just before buys a signal the gateway did not store: give it back.
+    if (typeof room === 'string') this.#rates.refund(req.source.source_id)
     switch (room) {
       case 'source_full':
         // Reached only by a source near its max_rate all window long with an Idempotency-Key unlike each signal_id.

@@ -50,4 +50,10 @@ export class RateLimiter {
       sustained: bucket.refusedMinutesInARow >= this.#flagAfterMinutes,
     }
   }
+
+  /** Gives back the token of a request refused after `take` for a reason of the gateway's own (no dedup room). */
+  refund(sourceId: string): void {
+    const bucket = this.#buckets.get(sourceId)
+    if (bucket !== undefined) bucket.tokens += 1
+  }
 }

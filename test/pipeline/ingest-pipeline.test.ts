@@ -184,6 +184,24 @@ t.test('a signal the dedup index has no room for is refused before the append: 4
   t.equal(pipeline.dedupEntries, 2)
 })
 
+t.test('a signal refused for lack of dedup room gives its rate token back', async (t) => {
+  const { verifier, makePipeline, request } = await setup(t)
+  // Room for two signals of this source, three tokens that refill once a second, and
+  // remembered signals expire after 50 ms, so room comes back long before a token does.
+  const pipeline = makePipeline({ maxDedupEntries: 8, dedupWindowMs: 50, rateCeiling: { perSecond: 1, burst: 3 } })
+  const send = () => {
+    const answer = pipeline.process(request()).then(() => 'accepted', (err: { code: string }) => err.code)
+    return settle().then(() => {
+      for (const gate of verifier.gates.splice(0)) gate(true)
+      return answer
+    })
+  }
+  t.same(await Promise.all([send(), send(), send()]), ['accepted', 'accepted', 'rate_limited'], 'the third finds no room')
+  await new Promise((r) => setTimeout(r, 80))
+  t.equal(await send(), 'accepted', 'the third token was given back: the fourth is within the burst')
+  t.equal(await send(), 'rate_limited', 'and the bucket is empty now')
+})
+
 t.test('a body that is JSON but not an object is invalid_body, not invalid_signal_id', async (t) => {
   const { verifier, pipeline, request } = await setup(t)
   for (const value of [[], 'str', 42, null]) {
