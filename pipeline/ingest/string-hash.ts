@@ -1,21 +1,34 @@
 import { hash, randomBytes } from 'node:crypto'
+import sodium from 'sodium-native'
 
 /**
  * A 64-bit keyed hash of a string, as two 32-bit halves, for the expiring indexes.
  * The strings (nonces, signal ids, idempotency keys) are chosen by creators, and a
  * creator may set its own max_rate, so a fast unkeyed hash would let one of them pick
  * strings that pile into one probe chain and slow every lookup of every source (hash
- * flooding). SHA-256 over a per-process secret makes both table positions and
- * collisions unpredictable, at about 1 µs per key measured here (an unkeyed cyrb53 was
- * 80 ns, a JavaScript SipHash 1.1 µs). Writes into `out` so the caller allocates nothing.
+ * flooding). SipHash-2-4 (libsodium's crypto_shorthash, made for exactly this) under a
+ * per-process key makes both table positions and collisions unpredictable: 0.37 µs per
+ * key measured here, against 0.8 to 1.1 µs for SHA-256 over the key and the string and
+ * 1.1 µs for a JavaScript SipHash. Writes into `out` so the caller allocates nothing.
  */
-const SECRET = randomBytes(16).toString('base64')
+const KEY = randomBytes(sodium.crypto_shorthash_KEYBYTES)
+/** Ids are at most 128 characters (3 bytes each at most in UTF-8); a longer string gets a buffer of its own. */
+const SCRATCH = Buffer.alloc(1024)
+const DIGEST = Buffer.alloc(sodium.crypto_shorthash_BYTES)
 
 export function hash64(s: string, seed: number, out: Uint32Array): void {
-  keyedHash64(SECRET, `${seed}\n${s}`, out)
+  const text = `${seed}\n${s}`
+  const input = text.length * 3 <= SCRATCH.length ? SCRATCH.subarray(0, SCRATCH.write(text)) : Buffer.from(text)
+  sodium.crypto_shorthash(DIGEST, input, KEY)
+  out[0] = DIGEST.readUInt32LE(0)
+  out[1] = DIGEST.readUInt32LE(4)
 }
 
-/** The same hash under a caller's secret: one that outlives the process, for fingerprints kept on disk. */
+/**
+ * The same kind of hash under a caller's secret that outlives the process, for the
+ * fingerprints the signal-id history keeps on disk: SHA-256, which files written by
+ * earlier versions were made with.
+ */
 export function keyedHash64(secret: string, s: string, out: Uint32Array): void {
   const digest = hash('sha256', `${secret}\n${s}`, 'buffer') as unknown as Buffer
   out[0] = digest.readUInt32LE(0)
