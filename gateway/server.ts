@@ -10,9 +10,8 @@ import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
 import { requestPrincipal } from './http/bearer.js'
 import { BodyReader } from './http/body-reader.js'
-import { MAX_CONTROL_SLOW_UPLOADS, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
-import { Reply } from './http/reply.js'
-import { nextRequestId } from './http/request-id.js'
+import { getRoute, MAX_CONTROL_SLOW_UPLOADS, refuseOtherMethods, replyTo, type JsonRoutesParts } from './http/json-route.js'
+import type { Reply } from './http/reply.js'
 import { uws, type us_listen_socket } from './http/uws.js'
 import { ingestHandler } from './ingest-edge.js'
 import { Metrics } from './metrics.js'
@@ -98,14 +97,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerKeyRoutes(parts)
   registerIngestErrorsRoute(parts, options.errors)
 
-  app.get('/healthz', (res) => new Reply(res, nextRequestId()).send(200, { ok: true, data: { status: 'alive' } }))
-  app.get('/readyz', (res) => {
-    const reply = new Reply(res, nextRequestId())
+  getRoute(parts, '/healthz', (reply) => reply.send(200, { ok: true, data: { status: 'alive' } }))
+  getRoute(parts, '/readyz', (reply) => {
     if (!draining && options.isReady()) reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending } })
     else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : 'starting', { retryAfter: 1 }))
   })
-  app.get('/metrics', (res, req) => {
-    const reply = new Reply(res, nextRequestId())
+  getRoute(parts, '/metrics', (reply, req) => {
     const principal = requestPrincipal(options.registry, req)
     if (principal === undefined) return reply.fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'))
     if (principal.role !== 'admin') return reply.fail(new ApiError('forbidden', 'this endpoint needs the admin token'))
@@ -121,9 +118,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       }),
     )
   })
-  app.get('/v1/openapi.json', (res) => new Reply(res, nextRequestId()).send(200, openApiDocument(baseUrl)))
+  getRoute(parts, '/v1/openapi.json', (reply) => reply.send(200, openApiDocument(baseUrl)))
   refuseOtherMethods(parts)
-  app.any('/*', (res) => new Reply(res, nextRequestId()).fail(new ApiError('not_found', 'no such endpoint'), true))
+  app.any('/*', (res, req) => replyTo(res, req).fail(new ApiError('not_found', 'no such endpoint'), true))
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
     // Exclusive: uWS sets SO_REUSEPORT by default, and a second gateway on the same port

@@ -66,8 +66,21 @@ export interface JsonRoutesParts {
 export function refuseOtherMethods(parts: JsonRoutesParts): void {
   for (const [pattern, methods] of parts.routes) {
     const allow = methods.join(', ')
-    parts.app.any(pattern, (res) => new Reply(res, nextRequestId()).fail(new ApiError('method_not_allowed', `use ${allow}`, { allow }), true))
+    parts.app.any(pattern, (res, req) => replyTo(res, req).fail(new ApiError('method_not_allowed', `use ${allow}`, { allow }), true))
   }
+}
+
+/** A reply for a route that takes any method: bodiless if the request is a HEAD. */
+export const replyTo = (res: HttpResponse, req: HttpRequest) => new Reply(res, nextRequestId(), req.getMethod() === 'head')
+
+/**
+ * Registers a GET route and its HEAD twin (RFC 9110 requires HEAD wherever GET is
+ * served): the same handler, whose reply sends the headers only.
+ */
+export function getRoute(parts: JsonRoutesParts, pattern: string, handler: (reply: Reply, req: HttpRequest, res: HttpResponse) => void): void {
+  parts.routes.set(pattern, [...(parts.routes.get(pattern) ?? []), 'GET', 'HEAD'])
+  parts.app.get(pattern, (res, req) => handler(new Reply(res, nextRequestId()), req, res))
+  parts.app.head(pattern, (res, req) => handler(new Reply(res, nextRequestId(), true), req, res))
 }
 
 /**
@@ -83,9 +96,7 @@ export function jsonRoute(
   handler: (ctx: RouteContext) => Promise<RouteResult> | RouteResult,
 ): void {
   const paramCount = (pattern.match(/:/g) ?? []).length
-  parts.routes.set(pattern, [...(parts.routes.get(pattern) ?? []), method.toUpperCase()])
-  parts.app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
-    const reply = new Reply(res, nextRequestId())
+  const handle = (reply: Reply, req: HttpRequest, res: HttpResponse) => {
     parts.track(reply)
     const params = Array.from({ length: paramCount }, (_, i) => req.getParameter(i) ?? '')
     const query = new URLSearchParams(req.getQuery() ?? '')
@@ -159,5 +170,8 @@ export function jsonRoute(
       cancel()
       giveBack()
     }
-  })
+  }
+  if (method === 'get') return getRoute(parts, pattern, handle)
+  parts.routes.set(pattern, [...(parts.routes.get(pattern) ?? []), method.toUpperCase()])
+  parts.app[method](pattern, (res, req) => handle(new Reply(res, nextRequestId()), req, res))
 }

@@ -38,6 +38,8 @@ const STATUS_LINE: Record<number, string> = {
 export class Reply {
   readonly res: HttpResponse
   readonly requestId: string
+  /** The answer to a HEAD request: the same status and headers, never a body (RFC 9110 section 9.3.2). */
+  readonly head: boolean
   aborted = false
   /** An answer was given (it may still be on its way out). */
   done = false
@@ -49,9 +51,10 @@ export class Reply {
   /** Called once if the client goes away before the answer; gives back what the request held. */
   onAbort: (() => void) | undefined
 
-  constructor(res: HttpResponse, requestId: string) {
+  constructor(res: HttpResponse, requestId: string, head = false) {
     this.res = res
     this.requestId = requestId
+    this.head = head
     res.onAborted(() => {
       this.aborted = true
       this.onAbort?.()
@@ -92,6 +95,18 @@ export class Reply {
    */
   #end(text: string, close = false): void {
     this.done = true
+    if (this.head) {
+      // uWS 20.30 takes no arguments in endWithoutBody (with any it sends nothing), so the
+      // length the GET would have is written by hand. A connection that must close gets
+      // `end` with no body instead, whose Content-Length is then 0: still no body.
+      if (close) this.res.end(undefined, true)
+      else {
+        this.res.writeHeader('content-length', String(Buffer.byteLength(text)))
+        this.res.endWithoutBody()
+      }
+      this.#finish()
+      return
+    }
     if (close) {
       this.res.end(text, true)
       this.#finish()

@@ -27,8 +27,13 @@ t.test('another method on a control-plane path is 405 with Allow, not the 404 of
     ['GET', '/v1/admin/tokens', 'POST'],
     ['DELETE', '/v1/admin/agents', 'POST'],
     ['GET', '/v1/byo/sources/src_x/keys/key_y/promote', 'POST'],
-    ['PUT', '/v1/byo/sources/src_x', 'GET'],
-    ['POST', '/v1/byo/sources/src_x/ingest-errors', 'GET'],
+    ['PUT', '/v1/byo/sources/src_x', 'GET, HEAD'],
+    ['POST', '/v1/byo/sources/src_x/ingest-errors', 'GET, HEAD'],
+    ['POST', '/healthz', 'GET, HEAD'],
+    ['DELETE', '/readyz', 'GET, HEAD'],
+    ['POST', '/metrics', 'GET, HEAD'],
+    ['PUT', '/v1/openapi.json', 'GET, HEAD'],
+    ['GET', '/v1/byo/sources/src_x/signals', 'POST'],
   ] as const) {
     const res = await fetch(`${gw.url}${path}`, { method, headers: { authorization: `Bearer ${gw.adminToken}` } })
     t.equal(res.status, 405, `${method} ${path}`)
@@ -37,8 +42,51 @@ t.test('another method on a control-plane path is 405 with Allow, not the 404 of
   }
   const keys = await fetch(`${gw.url}/v1/byo/sources/src_x/keys`, { method: 'DELETE' })
   t.equal(keys.status, 405)
-  t.same(keys.headers.get('allow')?.split(', ').sort(), ['GET', 'POST'])
+  t.same(keys.headers.get('allow')?.split(', ').sort(), ['GET', 'HEAD', 'POST'])
   t.equal((await fetch(`${gw.url}/v1/admin/nothing`)).status, 404)
+})
+
+/** Sends the requests pipelined on one connection and returns everything the gateway wrote, up to `settleMs` of quiet. */
+function exchange(requests: string[], settleMs = 300): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(gw.port, '127.0.0.1', () => socket.write(requests.join('')))
+    let text = ''
+    let timer = setTimeout(() => socket.destroy(), settleMs)
+    socket.on('data', (d: Buffer) => {
+      text += d.toString('latin1')
+      clearTimeout(timer)
+      timer = setTimeout(() => socket.destroy(), settleMs)
+    })
+    socket.on('error', reject)
+    socket.on('close', () => resolve(text))
+  })
+}
+
+t.test('HEAD answers like GET without a body, so the next response on the connection still parses', async (t) => {
+  const auth = `Authorization: Bearer ${gw.adminToken}\r\n`
+  for (const [path, status] of [
+    ['/healthz', 200],
+    ['/readyz', 200],
+    ['/v1/openapi.json', 200],
+    [`/metrics`, 200],
+    ['/v1/byo/sources/src_nothing', 404],
+    ['/v1/byo/sources/src_x/signals', 405],
+    ['/v1/admin/tokens', 405],
+    ['/no/such/path', 404],
+  ] as const) {
+    const head = await exchange([`HEAD ${path} HTTP/1.1\r\nHost: x\r\n${auth}\r\n`, `GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`])
+    const get = await fetch(`${gw.url}${path}`, { method: path.endsWith('/signals') || path.endsWith('/tokens') ? 'PUT' : 'GET', headers: { authorization: `Bearer ${gw.adminToken}` } })
+    const getBody = await get.text()
+    const [first, ...rest] = head.split('HTTP/1.1 ').filter((part) => part !== '')
+    t.match(first, new RegExp(`^${status} `), `HEAD ${path}: ${status}`)
+    const [headers, body] = (first ?? '').split('\r\n\r\n')
+    t.equal(body, '', `HEAD ${path}: no body`)
+    if (status === 200 && path !== '/metrics') t.match(headers, new RegExp(`content-length: ${Buffer.byteLength(getBody)}\\r`, 'i'), `HEAD ${path}: the length GET would send`)
+    // A refusal may close the connection (as it does for every method); an answer keeps it.
+    if (status === 200) t.equal(rest.length, 1, `HEAD ${path}: the pipelined GET behind it is answered`)
+    else t.ok(rest.length <= 1, `HEAD ${path}: at most the pipelined GET follows`)
+    for (const next of rest) t.match(next, /^200 OK[\s\S]*\{"ok":true,"data":\{"status":"alive"\}\}$/, `HEAD ${path}: and it parses whole`)
+  }
 })
 
 t.test('a token is shown once and stored only as a hash', async (t) => {
