@@ -8,11 +8,13 @@ const Name = (description: string) => Type.String({ minLength: 1, maxLength: 32,
 
 /**
  * Token bucket (DESIGN.md section 4): `rate` tokens refill per `per`, up to `burst`
- * (default: `rate`). Bounded so a manifest cannot ask for more than the gateway serves.
+ * (default: `rate`). The schema only keeps the numbers sane (`rate` up to 100,000 a
+ * second's worth of any period); what a source may really ask for is the operator's
+ * ceiling, a rate per second (rateCeilingProblem).
  */
 export const MaxRate = Type.Object(
   {
-    rate: Type.Integer({ minimum: 1, maximum: 100_000 }),
+    rate: Type.Integer({ minimum: 1, maximum: 360_000_000 }),
     per: Type.Union([Type.Literal('second'), Type.Literal('minute'), Type.Literal('hour')]),
     burst: Type.Optional(Type.Integer({ minimum: 1, maximum: 100_000 })),
   },

@@ -161,6 +161,7 @@ t.test('a max_rate above the operator ceiling (INGEST_MAX_RATE_PER_S, INGEST_MAX
     [{ rate: 60_060, per: 'minute', burst: 10 }, /manifest\.max_rate: 60060 per minute .* ceiling of 1000 per second/],
     [{ rate: 100, per: 'second', burst: 10_001 }, /manifest\.max_rate\.burst: 10001 is above .* 10000/],
     [{ rate: 20_000, per: 'hour' }, /manifest\.max_rate\.burst: 20000 \(the rate, as no burst is given\)/],
+    [{ rate: 3_600_001, per: 'hour', burst: 10 }, /manifest\.max_rate: 3600001 per hour .* ceiling of 1000 per second/],
   ]
   for (const [maxRate, message] of refused) {
     const res = await create(maxRate)
@@ -168,7 +169,8 @@ t.test('a max_rate above the operator ceiling (INGEST_MAX_RATE_PER_S, INGEST_MAX
     t.equal(res.body.error.code, 'invalid_manifest')
     t.match(res.body.error.message, message)
   }
-  for (const atCeiling of [{ rate: 1000, per: 'second', burst: 10_000 }, { rate: 60_000, per: 'minute', burst: 10 }]) {
+  // The ceiling is a rate per second whatever the period: an hourly rate above 100,000 can be below it.
+  for (const atCeiling of [{ rate: 1000, per: 'second', burst: 10_000 }, { rate: 60_000, per: 'minute', burst: 10 }, { rate: 3_600_000, per: 'hour', burst: 10 }, { rate: 100_001, per: 'hour', burst: 100 }]) {
     t.equal((await create(atCeiling)).status, 201, `${JSON.stringify(atCeiling)} is at the ceiling`)
   }
 })
