@@ -112,7 +112,7 @@ async function releaseIf(path: string, mine: string): Promise<void> {
 }
 
 function holderOf(pid: number): Holder {
-  return { pid, boot_id: bootId() ?? '', start_ticks: startTicks(pid) ?? '' }
+  return { pid, boot_id: bootId() ?? '', start_ticks: procStat(pid)?.startTicks ?? '' }
 }
 
 function parseHolder(text: string): Holder | undefined {
@@ -125,13 +125,17 @@ function parseHolder(text: string): Holder | undefined {
   return undefined
 }
 
-/** Live: same boot, and the pid still names the process that started then. */
+/**
+ * Live: same boot, and the pid still names the process that started then, and it has
+ * not exited. A holder killed with `kill -9` stays a zombie until its parent reaps it
+ * (seconds, under a container's init that reaps lazily): it holds nothing any more.
+ */
 function isAlive(holder: Holder): boolean {
   const boot = bootId()
   if (boot !== undefined && holder.boot_id !== '') {
     if (holder.boot_id !== boot) return false
-    const ticks = startTicks(holder.pid)
-    return ticks !== undefined && ticks === holder.start_ticks
+    const stat = procStat(holder.pid)
+    return stat !== undefined && stat.startTicks === holder.start_ticks && stat.state !== 'Z' && stat.state !== 'X'
   }
   // Without /proc, a signal 0 tells whether some process has the pid.
   try {
@@ -150,11 +154,14 @@ function bootId(): string | undefined {
   }
 }
 
-function startTicks(pid: number): string | undefined {
+/** Fields 3 (state: R, S, D, Z for a zombie...) and 22 (start time) of /proc/<pid>/stat. */
+function procStat(pid: number): { state: string; startTicks: string } | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
     // The command name (field 2) may hold spaces and parentheses: count from the last ')'.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    const [state, startTicks] = [fields[0], fields[19]]
+    return state === undefined || startTicks === undefined ? undefined : { state, startTicks }
   } catch {
     return undefined
   }

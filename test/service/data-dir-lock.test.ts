@@ -39,6 +39,25 @@ t.test('the lock of a process that is gone (kill -9) is stale and taken over', a
   await lock.release()
 })
 
+t.test('a holder that exited but is not reaped yet (a zombie, as after kill -9 under a lazy init) holds nothing', async (t) => {
+  const dir = await folder(t)
+  // bash forks a short sleep and becomes a long one that never waits for it: once the
+  // short one ends it stays a zombie until the long one exits.
+  const parent = spawn('bash', ['-c', 'sleep 0.05 & echo $!; exec sleep 30'])
+  t.teardown(() => parent.kill('SIGKILL'))
+  const zombiePid = Number(await new Promise<string>((resolve) => parent.stdout.once('data', (d: Buffer) => resolve(d.toString()))))
+  const stat = () => {
+    const text = readFileSync(`/proc/${zombiePid}/stat`, 'utf8')
+    return text.slice(text.lastIndexOf(')') + 2).split(' ')
+  }
+  const startTicks = stat()[19]!
+  await writeFile(join(dir, LOCK_FILE), JSON.stringify({ pid: zombiePid, boot_id: bootId(), start_ticks: startTicks }))
+  while (stat()[0] !== 'Z') await new Promise((r) => setTimeout(r, 20))
+  const lock = await lockDataDir(dir)
+  t.match(JSON.parse(await readFile(join(dir, LOCK_FILE), 'utf8')), { pid: process.pid }, 'taken over from the zombie')
+  await lock.release()
+})
+
 t.test('a live pid that started at another time (pid reused), or another boot, is not the holder', async (t) => {
   const dir = await folder(t)
   for (const holder of [
