@@ -152,7 +152,6 @@ export class IngestPipeline {
           assertNotRevoked(req.key)
           continue
         case 'replay':
-          assertDeliverableReplay(req.key, found.record)
           if (awaitsTest(req.key)) await this.#markTested(req)
           return accepted(sourceId, found.record, true)
         case 'conflict':
@@ -225,7 +224,6 @@ export class IngestPipeline {
     if (appended.duplicate && remembered.bodySha256 !== req.bodySha256) {
       throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
-    if (appended.duplicate) assertDeliverableReplay(key, remembered)
     if (awaitsTest(key)) await this.#markTested(req)
     return accepted(source.source_id, remembered, appended.duplicate)
   }
@@ -317,17 +315,6 @@ function awaitsTest(key: LiveKey): boolean {
   return key.record.state === 'pending' && key.record.tested_at === null
 }
 
-/**
- * A test signal is recorded and never delivered (DESIGN.md section 4). Its retry by
- * another pending key is still a test, but a key that signs real signals wants it
- * delivered, which its id can no longer be: a 202 would promise what will not happen.
- */
-function assertDeliverableReplay(key: LiveKey, original: DedupRecord): void {
-  if (original.test && key.record.state !== 'pending') {
-    throw new ApiError('idempotency_conflict', 'this signal_id was used by a test signal, which is recorded but never delivered; send the signal under a new signal_id')
-  }
-}
-
 function assertNotRevoked(key: LiveKey): void {
   if (key.record.state === 'revoked') throw new ApiError('revoked_key', 'the signing key is revoked')
 }
@@ -370,6 +357,12 @@ function signalRecord(
   }
 }
 
+/**
+ * The 202 body (spec 2.3). A replay answers for the original (DESIGN.md section 4: same
+ * body, 202 with the original `received_at`), and so carries the original's `"test":
+ * true` whatever key resent it: a test is recorded and never delivered, and the client
+ * is told so rather than refused.
+ */
 function accepted(sourceId: string, record: DedupRecord, deduplicated: boolean): AcceptedBody {
   return {
     ok: true,

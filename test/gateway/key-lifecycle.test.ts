@@ -62,18 +62,21 @@ t.test('a retry of a test signal is a deduplicated 202 that still says test true
   t.equal(retry.body.received_at, first.body.received_at)
 })
 
-t.test('a test signal resent once its key is active gets 409 idempotency_conflict, since a test is never delivered', async (t) => {
+t.test('a test signal resent once its key is active is a deduplicated 202 that still says test: it was recorded, never delivered', async (t) => {
   const src = await provision(gw, { activate: false })
   const p = payload(src.sourceId)
-  t.equal((await push(gw, src.sign(p))).body.test, true)
+  const first = await push(gw, src.sign(p))
+  t.equal(first.body.test, true)
   t.equal((await keyCall(src, src.keyId, 'promote')).status, 200)
   const resent = await push(gw, src.sign(p))
-  t.equal(resent.status, 409)
-  t.equal(resent.body.error.code, 'idempotency_conflict')
-  t.match(resent.body.error.message, /test signal.*new signal_id/)
+  t.equal(resent.status, 202)
+  t.equal(resent.body.test, true, 'the answer is the original: a test')
+  t.equal(resent.body.deduplicated, true)
+  t.equal(resent.body.received_at, first.body.received_at)
   const fresh = await push(gw, src.sign({ ...p, signal_id: `${p.signal_id}-2` }))
   t.equal(fresh.status, 202, 'the same signal under a new id is accepted')
   t.equal(fresh.body.test, undefined)
+  t.equal(fresh.body.deduplicated, undefined)
 })
 
 t.test('after a test signal the key is promoted to active and signs normal signals', async (t) => {
