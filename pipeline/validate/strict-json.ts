@@ -10,6 +10,11 @@
  *   (`{"a":1,"\u0061":2}`): first-wins and last-wins parsers disagree;
  * - `\uXXXX` escapes that leave a lone surrogate: not a Unicode string, and
  *   re-encoding them to UTF-8 is lossy;
+ * - numbers that a double cannot hold to the digit: more than 15 significant digits
+ *   (`100.0000000000000001` reads as 100 here, and as more than 100 in a decimal
+ *   parser), or beyond the normal range of a double (`1e400`, `1e-400`). Up to 15
+ *   digits a number survives the round trip through a double, so the re-serialised
+ *   event says what the signed body said;
  * - nesting deeper than MAX_DEPTH containers;
  * - `__proto__` keys, which become prototype setters as soon as someone copies the
  *   value with `Object.assign` or a spread into a plain object literal.
@@ -39,6 +44,17 @@ const CLOSE_BRACE = 0x7d
 const OPEN_BRACKET = 0x5b
 const CLOSE_BRACKET = 0x5d
 const COMMA = 0x2c
+const MINUS = 0x2d
+const DOT = 0x2e
+const ZERO = 0x30
+const NINE = 0x39
+const LOWER_E = 0x65
+const UPPER_E = 0x45
+const PLUS = 0x2b
+
+/** Significant digits every double holds exactly through a decimal round trip (DBL_DIG). */
+export const MAX_SIGNIFICANT_DIGITS = 15
+const MIN_NORMAL = 2.2250738585072014e-308
 
 /**
  * Keys seen so far in the object open at each depth. Reused across calls (the parse
@@ -140,10 +156,55 @@ function scan(b: Uint8Array, text: string): string | undefined {
       expectKey = false
     } else if (c === COMMA) {
       expectKey = depth > 0 && (objectBits & (1 << (depth - 1))) !== 0
+    } else if (c === MINUS || (c !== undefined && c >= ZERO && c <= NINE)) {
+      const end = numeral(b, i)
+      if (typeof end === 'string') return end
+      i = end
+      continue
     }
     i++
   }
   return undefined
+}
+
+const isDigit = (c: number | undefined) => c !== undefined && c >= ZERO && c <= NINE
+
+/**
+ * The end of the numeral starting at `b[i]`, or why it is refused. Only a well-formed
+ * numeral is judged: anything else is left for JSON.parse to refuse.
+ */
+function numeral(b: Uint8Array, i: number): number | string {
+  let j = i
+  if (b[j] === MINUS) j++
+  // Positions, in the run of mantissa digits, of the first and last digit other than 0.
+  let digits = 0
+  let first = -1
+  let last = -1
+  const mantissa = () => {
+    while (isDigit(b[j])) {
+      if (b[j] !== ZERO) {
+        if (first < 0) first = digits
+        last = digits
+      }
+      digits++
+      j++
+    }
+  }
+  mantissa()
+  if (b[j] === DOT) {
+    j++
+    mantissa()
+  }
+  if (b[j] === LOWER_E || b[j] === UPPER_E) {
+    j++
+    if (b[j] === PLUS || b[j] === MINUS) j++
+    while (isDigit(b[j])) j++
+  }
+  if (first < 0) return j
+  if (last - first + 1 > MAX_SIGNIFICANT_DIGITS) return `a number has more than ${MAX_SIGNIFICANT_DIGITS} significant digits, more than a double holds exactly`
+  const value = Math.abs(Number(Buffer.from(b.buffer, b.byteOffset + i, j - i).toString('latin1')))
+  if (!Number.isNaN(value) && (value === Number.POSITIVE_INFINITY || value < MIN_NORMAL)) return 'a number is beyond the range of a double'
+  return j
 }
 
 /**

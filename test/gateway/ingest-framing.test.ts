@@ -54,6 +54,15 @@ t.test('a body with a lone surrogate escape is refused with 400 invalid_body', a
   await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)]), 400, 'invalid_body')
 })
 
+t.test('a confidence written with more digits than a double holds (it would read as 100) is refused with 400 invalid_body', async (t) => {
+  for (const numeral of ['100.0000000000000001', '99.99999999999999999', '1e-400']) {
+    const body = Buffer.from(JSON.stringify(payload(src.sourceId, { confidence: 7 })).replace('"confidence":7', `"confidence":${numeral}`))
+    const res = await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)])
+    await refusedRaw(t, res, 400, 'invalid_body')
+    t.match(res?.body?.error?.message, /number/, numeral)
+  }
+})
+
 t.test('a body that is not UTF-8 is refused with 400 invalid_body', async (t) => {
   const body = Buffer.concat([Buffer.from(JSON.stringify(payload(src.sourceId, { note: 'X' })).split('X')[0]!), Buffer.from([0xc3, 0x28]), Buffer.from('"}')])
   await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)]), 400, 'invalid_body')

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { MAX_DEPTH, parseStrictJson } from '../../pipeline/validate/strict-json.js'
+import { MAX_DEPTH, MAX_SIGNIFICANT_DIGITS, parseStrictJson } from '../../pipeline/validate/strict-json.js'
 
 const utf8 = (s: string): Uint8Array => new TextEncoder().encode(s)
 const parse = (s: string) => parseStrictJson(utf8(s))
@@ -14,6 +14,20 @@ function hasProtoKey(v: unknown): boolean {
   if (Array.isArray(v)) return v.some(hasProtoKey)
   if (typeof v !== 'object' || v === null) return false
   return Object.keys(v).some((k) => k === '__proto__' || hasProtoKey((v as Record<string, unknown>)[k]))
+}
+
+/** Significant digits of a numeral: from its first to its last digit other than 0, exponent aside. */
+function significantDigits(numeral: string): number {
+  const digits = numeral.replace(/[eE].*$/, '').replace(/[^0-9]/g, '').replace(/^0+/, '').replace(/0+$/, '')
+  return digits.length
+}
+
+/** A number anywhere in `v` that JSON.stringify writes with more digits than a double holds, or that is subnormal. */
+function hasInexactNumber(v: unknown): boolean {
+  if (typeof v === 'number') return v !== 0 && (Math.abs(v) < 2.2250738585072014e-308 || significantDigits(JSON.stringify(v)) > MAX_SIGNIFICANT_DIGITS)
+  if (Array.isArray(v)) return v.some(hasInexactNumber)
+  if (typeof v !== 'object' || v === null) return false
+  return Object.values(v).some(hasInexactNumber)
 }
 
 /** A lone surrogate anywhere: in a `u` regex a paired surrogate is one code point, not a Cs match. */
@@ -145,6 +159,8 @@ t.test('property: any JSON value round-trips exactly as JSON.parse reads it', as
       const r = parse(text)
       // fast-check sometimes generates a __proto__ key on purpose: that must be refused.
       if (hasProtoKey(v)) return !r.ok && /__proto__/.test(r.reason)
+      // As do numbers a double does not hold to the digit (fast-check writes such doubles too).
+      if (hasInexactNumber(v)) return !r.ok && /number/.test(r.reason)
       t.same(r, { ok: true, value: JSON.parse(text) })
       return r.ok
     }),
@@ -152,10 +168,46 @@ t.test('property: any JSON value round-trips exactly as JSON.parse reads it', as
   )
 })
 
+t.test('numbers a double cannot hold to the digit are refused; exact ones in any spelling are read', async (t) => {
+  for (const numeral of ['100.0000000000000001', '99.99999999999999999', '1234567890123456', '0.30000000000000004', '-1.7976931348623157e308']) {
+    t.match(verdict(`{"confidence":${numeral}}`), /more than 15 significant digits/, numeral)
+  }
+  for (const numeral of ['1e400', '-1e400', '1e-400', '4e-320']) t.match(verdict(`{"confidence":${numeral}}`), /beyond the range of a double/, numeral)
+  for (const [numeral, value] of [
+    ['50.0', 50],
+    ['5E1', 50],
+    ['0.5e+2', 50],
+    ['100.00000000000000000000', 100],
+    ['0e999', 0],
+    ['-0', -0],
+    ['123456789012345', 123456789012345],
+    ['0.000000000000001', 1e-15],
+    ['1.5e308', 1.5e308],
+  ] as const) {
+    t.same(parse(`[${numeral}]`), { ok: true, value: [value] }, numeral)
+  }
+  t.equal(verdict('{"s":"100.0000000000000001","k":12345678901234567890e0}'), 'a number has more than 15 significant digits, more than a double holds exactly', 'a long numeral in a string is a string; outside it is judged')
+  t.equal(verdict('{"c":01}'), 'body is not valid JSON', 'a malformed numeral is left to JSON.parse')
+})
+
+t.test('property: a numeral of up to 15 significant digits is read as its double; one of more is refused', async (t) => {
+  fc.assert(
+    fc.property(fc.double({ noNaN: true, noDefaultInfinity: true, min: -1e300, max: 1e300 }), fc.integer({ min: 1, max: 21 }), (d, precision) => {
+      fc.pre(d === 0 || Math.abs(d) >= 2.2250738585072014e-308)
+      const numeral = d.toPrecision(precision)
+      const r = parse(`[${numeral}]`)
+      if (significantDigits(numeral) > MAX_SIGNIFICANT_DIGITS) return !r.ok && /significant digits/.test(r.reason)
+      return r.ok && Object.is((r.value as number[])[0], Number(numeral))
+    }),
+    { numRuns: 2000 },
+  )
+  t.pass()
+})
+
 t.test('property: pretty-printed JSON is parsed the same as compact JSON', async (t) => {
   fc.assert(
     fc.property(fc.jsonValue({ maxDepth: 6 }), (v) => {
-      fc.pre(!hasProtoKey(v))
+      fc.pre(!hasProtoKey(v) && !hasInexactNumber(v))
       const r = parse(JSON.stringify(v, null, '\t'))
       return r.ok && JSON.stringify(r.value) === JSON.stringify(v)
     }),
@@ -184,8 +236,8 @@ t.test('property: injecting a duplicate key, however spelt, is always refused', 
       fc.jsonValue({ maxDepth: 2 }),
       fc.constantFrom('top', 'in-array', 'in-object'),
       (key, others, firstMask, secondMask, value, where) => {
-        // A __proto__ inside the value would be refused first, for its own reason.
-        fc.pre(!hasProtoKey(value))
+        // A __proto__ or an inexact number inside the value would be refused first, for its own reason.
+        fc.pre(!hasProtoKey(value) && !hasInexactNumber(value))
         const rest = others.filter((k) => k !== key).map((k) => `${JSON.stringify(k)}:0`)
         const cut = firstMask % (rest.length + 1)
         const members = [...rest.slice(0, cut), `${spell(key, firstMask)}:${JSON.stringify(value)}`, ...rest.slice(cut)]
