@@ -63,6 +63,18 @@ t.test('a confidence written with more digits than a double holds (it would read
   }
 })
 
+t.test('a captured request replayed with a byte >= 0x80 appended to its nonce (which uWS trims) is still a replayed nonce', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+  const headers = signedHeaders(body)
+  t.equal((await rawRequest(gw.port, [requestBytes(path, headers, body)]))?.status, 202)
+  for (const tail of ['\xff', '\xc3\xa9']) {
+    const padded = headers.map(([k, v]): [string, string] => [k, k === 'X-Svc-Nonce' ? v + tail : v])
+    const res = await rawRequest(gw.port, [requestBytes(path, padded, body)])
+    t.equal(res?.status, 401)
+    t.equal(res?.body?.error?.code, 'replayed_nonce', JSON.stringify(tail))
+  }
+})
+
 t.test('a body that is not UTF-8 is refused with 400 invalid_body', async (t) => {
   const body = Buffer.concat([Buffer.from(JSON.stringify(payload(src.sourceId, { note: 'X' })).split('X')[0]!), Buffer.from([0xc3, 0x28]), Buffer.from('"}')])
   await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)]), 400, 'invalid_body')
