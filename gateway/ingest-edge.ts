@@ -7,9 +7,8 @@ import { ApiError } from '../schemas/api-error.js'
 import { isWithinSkew } from '../schemas/signal.js'
 import type { BodyReader } from './http/body-reader.js'
 import type { Metrics } from './metrics.js'
-import { Reply } from './http/reply.js'
-import { nextRequestId } from './http/request-id.js'
-import type { HttpRequest, HttpResponse } from './http/uws.js'
+import type { Reply } from './http/reply.js'
+import type { RouteHandler } from './http/route.js'
 import { framingProblem } from './http/framing.js'
 import { collectIngestHeaders, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
 
@@ -46,7 +45,7 @@ interface RefusalContext {
  * body → body source id → auth headers → key → request skew → verification slot.
  * Refusals up to the header source id are decided before the body is read.
  */
-export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: HttpRequest) => void {
+export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
   const { registry, pool, logger } = parts
 
   const refuse = (reply: Reply, ctx: RefusalContext, error: ApiError, close = false) => {
@@ -97,9 +96,8 @@ export function ingestHandler(parts: IngestEdgeParts): (res: HttpResponse, req: 
     reply.fail(error, draining || slowUpload)
   }
 
-  return (res, req) => {
+  return (reply, req, res) => {
     const receivedAtMs = parts.now()
-    const reply = new Reply(res, nextRequestId())
     parts.track(reply)
     if (parts.isDraining() || !pool.hasRoom()) return shed(reply)
     const path = req.getUrl()

@@ -13,16 +13,20 @@ export interface IngestHeaders extends FramingHeaders {
 
 type ListField = Exclude<keyof IngestHeaders, 'transferEncoding'>
 
-const FIELD_OF: Readonly<Record<string, ListField>> = {
-  'content-length': 'contentLength',
-  'content-type': 'contentType',
-  'x-svc-source-id': 'sourceId',
-  'x-svc-key-id': 'keyId',
-  'x-svc-timestamp': 'timestamp',
-  'x-svc-nonce': 'nonce',
-  'x-svc-signature': 'signature',
-  'idempotency-key': 'idempotencyKey',
-}
+/**
+ * A Map, not an object literal: header names are the client's, and on an object
+ * `constructor` or `toString` would find Object.prototype's members.
+ */
+const FIELD_OF: ReadonlyMap<string, ListField> = new Map([
+  ['content-length', 'contentLength'],
+  ['content-type', 'contentType'],
+  ['x-svc-source-id', 'sourceId'],
+  ['x-svc-key-id', 'keyId'],
+  ['x-svc-timestamp', 'timestamp'],
+  ['x-svc-nonce', 'nonce'],
+  ['x-svc-signature', 'signature'],
+  ['idempotency-key', 'idempotencyKey'],
+])
 
 /**
  * Collects every occurrence, not just the first: `getHeader` returns only one value,
@@ -44,7 +48,7 @@ export function collectIngestHeaders(req: HttpRequest): IngestHeaders {
   req.forEach((key, value) => {
     if (key === 'transfer-encoding') h.transferEncoding++
     else {
-      const field = FIELD_OF[key]
+      const field = FIELD_OF.get(key)
       if (field !== undefined) h[field].push(value)
     }
   })

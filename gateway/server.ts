@@ -10,7 +10,8 @@ import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
 import { requestPrincipal } from './http/bearer.js'
 import { BodyReader } from './http/body-reader.js'
-import { getRoute, MAX_CONTROL_SLOW_UPLOADS, refuseOtherMethods, replyTo, type JsonRoutesParts } from './http/json-route.js'
+import { getRoute, MAX_CONTROL_SLOW_UPLOADS, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
+import { route } from './http/route.js'
 import type { Reply } from './http/reply.js'
 import { uws, type us_listen_socket } from './http/uws.js'
 import { ingestHandler } from './ingest-edge.js'
@@ -75,8 +76,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const parts: JsonRoutesParts = { app, registry: options.registry, bodies: controlBodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 }, routes: new Map() }
 
   parts.routes.set(INGEST_PATH, ['POST'])
-  app.post(
+  route(
+    app,
+    'post',
     INGEST_PATH,
+    options.logger,
     ingestHandler({
       registry: options.registry,
       pipeline: options.pipeline,
@@ -120,7 +124,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   })
   getRoute(parts, '/v1/openapi.json', (reply) => reply.send(200, openApiDocument(baseUrl)))
   refuseOtherMethods(parts)
-  app.any('/*', (res, req) => replyTo(res, req).fail(new ApiError('not_found', 'no such endpoint'), true))
+  route(app, 'any', '/*', options.logger, (reply) => reply.fail(new ApiError('not_found', 'no such endpoint'), true))
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {
     // Exclusive: uWS sets SO_REUSEPORT by default, and a second gateway on the same port

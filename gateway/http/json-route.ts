@@ -5,8 +5,8 @@ import { ApiError } from '../../schemas/api-error.js'
 import { requestPrincipal } from './bearer.js'
 import type { BodyReader } from './body-reader.js'
 import { collectFramingHeaders, framingProblem } from './framing.js'
-import { Reply } from './reply.js'
-import { nextRequestId } from './request-id.js'
+import type { Reply } from './reply.js'
+import { route, type RouteHandler } from './route.js'
 import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js'
 
 /** Control-plane bodies are small documents; a manifest is the largest. */
@@ -66,21 +66,18 @@ export interface JsonRoutesParts {
 export function refuseOtherMethods(parts: JsonRoutesParts): void {
   for (const [pattern, methods] of parts.routes) {
     const allow = methods.join(', ')
-    parts.app.any(pattern, (res, req) => replyTo(res, req).fail(new ApiError('method_not_allowed', `use ${allow}`, { allow }), true))
+    route(parts.app, 'any', pattern, parts.logger, (reply) => reply.fail(new ApiError('method_not_allowed', `use ${allow}`, { allow }), true))
   }
 }
-
-/** A reply for a route that takes any method: bodiless if the request is a HEAD. */
-export const replyTo = (res: HttpResponse, req: HttpRequest) => new Reply(res, nextRequestId(), req.getMethod() === 'head')
 
 /**
  * Registers a GET route and its HEAD twin (RFC 9110 requires HEAD wherever GET is
  * served): the same handler, whose reply sends the headers only.
  */
-export function getRoute(parts: JsonRoutesParts, pattern: string, handler: (reply: Reply, req: HttpRequest, res: HttpResponse) => void): void {
+export function getRoute(parts: JsonRoutesParts, pattern: string, handler: RouteHandler): void {
   parts.routes.set(pattern, [...(parts.routes.get(pattern) ?? []), 'GET', 'HEAD'])
-  parts.app.get(pattern, (res, req) => handler(new Reply(res, nextRequestId()), req, res))
-  parts.app.head(pattern, (res, req) => handler(new Reply(res, nextRequestId(), true), req, res))
+  route(parts.app, 'get', pattern, parts.logger, handler)
+  route(parts.app, 'head', pattern, parts.logger, handler)
 }
 
 /**
@@ -173,5 +170,5 @@ export function jsonRoute(
   }
   if (method === 'get') return getRoute(parts, pattern, handle)
   parts.routes.set(pattern, [...(parts.routes.get(pattern) ?? []), method.toUpperCase()])
-  parts.app[method](pattern, (res, req) => handle(new Reply(res, nextRequestId()), req, res))
+  route(parts.app, method, pattern, parts.logger, handle)
 }

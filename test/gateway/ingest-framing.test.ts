@@ -75,6 +75,16 @@ t.test('a captured request replayed with a byte >= 0x80 appended to its nonce (w
   }
 })
 
+t.test('headers named like members of Object.prototype are ignored like any other unknown header', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+  const odd: Array<[string, string]> = [['Constructor', '1'], ['toString', 'x'], ['hasOwnProperty', 'y'], ['valueOf', 'z'], ['isPrototypeOf', 'w']]
+  const res = await rawRequest(gw.port, [requestBytes(path, signedHeaders(body, odd), body)])
+  t.equal(res?.status, 202, JSON.stringify(res?.body))
+  const unsigned = await rawRequest(gw.port, [requestBytes(`/v1/byo/sources/src_nothing/signals`, [['Constructor', '1'], ['Content-Length', '2']], '{}')])
+  t.equal(unsigned?.status, 400, 'refused for what it lacks, not for the header')
+  await stillServing(t)
+})
+
 t.test('a body that is not UTF-8 is refused with 400 invalid_body', async (t) => {
   const body = Buffer.concat([Buffer.from(JSON.stringify(payload(src.sourceId, { note: 'X' })).split('X')[0]!), Buffer.from([0xc3, 0x28]), Buffer.from('"}')])
   await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, signedHeaders(body), body)]), 400, 'invalid_body')
