@@ -28,11 +28,12 @@ export function framingProblem(h: FramingHeaders, maxBytes: number, options: { b
   if (h.transferEncoding > 0) return { kind: 'malformed', message: 'Transfer-Encoding is not accepted; send Content-Length' }
   if (h.contentLength.length > 1) return { kind: 'malformed', message: 'exactly one Content-Length header is required' }
   const length = h.contentLength[0]
-  if (length === undefined || length === '0') {
-    return options.bodyRequired ? { kind: 'malformed', message: length === undefined ? 'Content-Length is required' : 'body is empty' } : undefined
-  }
+  if (length === undefined) return options.bodyRequired ? { kind: 'malformed', message: 'Content-Length is required' } : undefined
   if (!/^\d{1,9}$/.test(length)) return { kind: 'malformed', message: 'Content-Length is not a number' }
-  if (Number(length) > maxBytes) return { kind: 'too_large', message: `body is larger than ${maxBytes} bytes` }
+  // By value, not by text: `00` is an empty body too.
+  const bytes = Number(length)
+  if (bytes === 0) return options.bodyRequired ? { kind: 'malformed', message: 'body is empty' } : undefined
+  if (bytes > maxBytes) return { kind: 'too_large', message: `body is larger than ${maxBytes} bytes` }
   if (!isJsonContentType(h.contentType)) return { kind: 'malformed', message: 'Content-Type must be application/json' }
   return undefined
 }

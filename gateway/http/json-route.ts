@@ -99,7 +99,8 @@ export function jsonRoute(
     const query = new URLSearchParams(req.getQuery() ?? '')
     const principal = requestPrincipal(parts.registry, req)
     const framing = method === 'post' ? framingProblem(collectFramingHeaders(req), MAX_CONTROL_BODY_BYTES, { bodyRequired: false }) : undefined
-    const hasBody = method === 'post' && !['', '0'].includes(req.getHeader('content-length'))
+    // Read only once the framing is sound: no Content-Length reads as '' (0), and `00` is 0 too.
+    const hasBody = method === 'post' && Number(req.getHeader('content-length')) > 0
     const path = req.getUrl()
     let role: string | undefined
     // One line per control-plane request: they are rare, and they change what the gateway accepts.

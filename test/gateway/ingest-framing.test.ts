@@ -111,6 +111,16 @@ t.test('two different Content-Length headers are refused with 400 invalid_body a
   t.equal(res?.closed, true)
 })
 
+t.test('an empty body is refused with 400 invalid_body before any verification, however its length is spelt', async (t) => {
+  for (const length of ['0', '00', '000000000']) {
+    const empty = Buffer.alloc(0)
+    const res = await rawRequest(gw.port, [requestBytes(path, signedHeaders(empty, [['Content-Length', length]], true), empty)])
+    await refusedRaw(t, res, 400, 'invalid_body')
+    t.equal(res?.body?.error?.message, 'body is empty', `Content-Length: ${length}`)
+    t.equal(res?.closed, true)
+  }
+})
+
 t.test('a missing Content-Length is refused with 400 invalid_body', async (t) => {
   const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
   await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, signedHeaders(body, [], true), '')]), 400, 'invalid_body')
