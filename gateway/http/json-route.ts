@@ -80,6 +80,10 @@ export function getRoute(parts: JsonRoutesParts, pattern: string, handler: Route
   route(parts.app, 'head', pattern, parts.logger, handler)
 }
 
+const MAX_LOGGED_PATH = 256
+
+const clip = (path: string) => (path.length <= MAX_LOGGED_PATH ? path : `${path.slice(0, MAX_LOGGED_PATH)}…`)
+
 /**
  * Registers one control-plane route: bearer authentication, a bounded strict-JSON
  * body, the success envelope, and errors as spec 2.4 bodies. A handler only returns
@@ -101,10 +105,14 @@ export function jsonRoute(
     const framing = method === 'post' ? framingProblem(collectFramingHeaders(req), MAX_CONTROL_BODY_BYTES, { bodyRequired: false }) : undefined
     // Read only once the framing is sound: no Content-Length reads as '' (0), and `00` is 0 too.
     const hasBody = method === 'post' && Number(req.getHeader('content-length')) > 0
-    const path = req.getUrl()
+    // Clipped: the path is the client's, up to the whole request head (about 60 KB).
+    const path = clip(req.getUrl())
     let role: string | undefined
-    // One line per control-plane request: they are rare, and they change what the gateway accepts.
-    const logged = () => parts.logger.info({ request_id: reply.requestId, method: method.toUpperCase(), path, status: reply.status, role }, 'control request')
+    // One line per authenticated control-plane request: they are rare, and they change what
+    // the gateway accepts. Requests with no valid token only at debug, so that anyone's junk
+    // cannot become a flood of log lines.
+    const logged = () =>
+      parts.logger[role === undefined ? 'debug' : 'info']({ request_id: reply.requestId, method: method === 'get' && reply.head ? 'HEAD' : method.toUpperCase(), path, status: reply.status, role }, 'control request')
     const fail = (err: unknown, close = false) => {
       if (err instanceof ApiError) {
         reply.fail(err, close)

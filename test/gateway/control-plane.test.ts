@@ -89,6 +89,21 @@ t.test('HEAD answers like GET without a body, so the next response on the connec
   }
 })
 
+t.test('requests without a valid token write no log line each, and a logged path is clipped', async (t) => {
+  const before = gw.output.join('\n').length
+  const long = `/v1/byo/sources/${'A'.repeat(20_000)}`
+  for (let i = 0; i < 50; i++) t.equal((await fetch(`${gw.url}${long}`)).status, 401)
+  await new Promise((r) => setTimeout(r, 200))
+  t.ok(gw.output.join('\n').length - before < 5_000, `50 unauthenticated requests with 20 KB paths added ${gw.output.join('\n').length - before} bytes of log`)
+  const res = await fetch(`${gw.url}${long}`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
+  t.equal(res.status, 404)
+  const requestId = res.headers.get('x-request-id')
+  await new Promise((r) => setTimeout(r, 200))
+  const line = gw.output.find((l) => l.includes(`"${requestId}"`) && l.includes('control request'))
+  t.ok(line, 'an authenticated request is logged')
+  t.ok((line ?? '').length < 1_000, 'with its path clipped')
+})
+
 t.test('a token is shown once and stored only as a hash', async (t) => {
   const res = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject: 'renter-1' } })
   t.equal(res.status, 201)
