@@ -5,6 +5,7 @@ import { ApiError } from '../schemas/api-error.js'
 import type { RateCeiling } from '../schemas/manifest.js'
 import { openApiDocument } from '../schemas/openapi.js'
 import { registerAdminRoutes } from './control/admin-routes.js'
+import { registerAgentRoutes } from './control/agent-routes.js'
 import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
 import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
@@ -98,6 +99,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerAdminRoutes(parts)
   let baseUrl = options.publicBaseUrl
   registerSourceRoutes(parts, () => baseUrl, options.rateCeiling)
+  registerAgentRoutes(parts, () => baseUrl)
   registerKeyRoutes(parts)
   registerIngestErrorsRoute(parts, options.errors)
 

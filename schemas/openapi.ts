@@ -65,6 +65,14 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           responses: { '200': { description: 'refused requests, newest first, with next_cursor', ...ok({ type: 'array' }) }, ...errors(400, 401, 403, 404) },
         },
       },
+      '/v1/byo/agents/{agent_id}': { get: { security: bearer, parameters: [path('agent_id')], responses: { '200': { description: 'agent with slots_used and open_slots', ...ok({}) }, ...errors(401, 403, 404) } } },
+      '/v1/byo/agents/{agent_id}/sources': {
+        get: {
+          security: bearer,
+          parameters: [path('agent_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }],
+          responses: { '200': { description: 'the agent sources, oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...errors(400, 401, 403, 404) },
+        },
+      },
       '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format; admin token' }, ...errors(401, 403) } } },
       '/healthz': { get: { responses: { '200': { description: 'alive' } } } },
       '/readyz': { get: { responses: { '200': { description: 'ready' }, ...errors(503) } } },

@@ -1,4 +1,4 @@
-import type { Principal, Registry, SourceRecord } from '../../registry/index.js'
+import type { AgentRecord, Principal, Registry, SourceRecord } from '../../registry/index.js'
 import { ApiError } from '../../schemas/api-error.js'
 import type { BodyCheck } from '../../schemas/schema-problem.js'
 
@@ -18,4 +18,21 @@ export function parseBody<T>(check: BodyCheck<T>, body: unknown): T {
   const result = check(body ?? {})
   if (!result.ok) throw new ApiError('invalid_request', result.problem)
   return result.value
+}
+
+/** The agent if `principal` is its creator or the admin; anyone else gets the 404 of a missing one. */
+export function ownedAgent(registry: Registry, principal: Principal, agentId: string): AgentRecord {
+  const agent = registry.agent(agentId)
+  if (agent !== undefined && (principal.role === 'admin' || (principal.role === 'creator' && principal.subject === agent.creator_id))) {
+    return agent
+  }
+  throw new ApiError('not_found', 'no such agent')
+}
+
+/** The `limit` query parameter of a list: digits only (Number() would also take "1e2", "0x10" and " 5"). */
+export function pageLimit(query: URLSearchParams, page: { readonly default: number; readonly max: number }): number {
+  const raw = query.get('limit')
+  const limit = raw === null ? page.default : /^[0-9]{1,4}$/.test(raw) ? Number(raw) : Number.NaN
+  if (!Number.isInteger(limit) || limit < 1 || limit > page.max) throw new ApiError('invalid_request', `limit must be an integer from 1 to ${page.max}`)
+  return limit
 }

@@ -1,7 +1,7 @@
 import type { IngestErrorLog } from '../../pipeline/index.js'
 import { ApiError } from '../../schemas/api-error.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { ownedSource } from './access.js'
+import { ownedSource, pageLimit } from './access.js'
 
 export const INGEST_ERRORS_PAGE = { default: 50, max: 200 } as const
 
@@ -9,12 +9,7 @@ export const INGEST_ERRORS_PAGE = { default: 50, max: 200 } as const
 export function registerIngestErrorsRoute(parts: JsonRoutesParts, errors: IngestErrorLog): void {
   jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/ingest-errors', { access: 'creator' }, ({ principal, params, query }) => {
     const source = ownedSource(parts.registry, principal, params[0] as string)
-    const rawLimit = query.get('limit')
-    // Digits only: Number() would also take "1e2", "0x10" and " 5".
-    const limit = rawLimit === null ? INGEST_ERRORS_PAGE.default : /^[0-9]{1,4}$/.test(rawLimit) ? Number(rawLimit) : Number.NaN
-    if (!Number.isInteger(limit) || limit < 1 || limit > INGEST_ERRORS_PAGE.max) {
-      throw new ApiError('invalid_request', `limit must be an integer from 1 to ${INGEST_ERRORS_PAGE.max}`)
-    }
+    const limit = pageLimit(query, INGEST_ERRORS_PAGE)
     const page = errors.page(source.source_id, limit, query.get('cursor') ?? undefined)
     if (page === undefined) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
     return { status: 200, data: page.items, nextCursor: page.nextCursor }

@@ -204,12 +204,50 @@ t.test('another creator cannot see or use a source, and gets the same 404 as for
   t.equal(errors.status, 404)
 })
 
+t.test('an agent and its sources: slots used, pages oldest first, and no view of another creator agent', async (t) => {
+  const a = await provision(gw, { slots: 3 })
+  const more = []
+  for (let i = 0; i < 2; i++) more.push((await call(gw.url, 'POST', '/v1/byo/sources', { token: a.creatorToken, body: { agent_id: a.agentId, manifest: MANIFEST } })).body.data.source_id)
+  const agent = await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}`, { token: a.creatorToken })
+  t.equal(agent.status, 200)
+  t.match(agent.body.data, { agent_id: a.agentId, slots: 3, slots_used: 3, open_slots: 0 })
+  const first = await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}/sources?limit=2`, { token: a.creatorToken })
+  t.same(first.body.data.map((s: { source_id: string }) => s.source_id), [a.sourceId, more[0]])
+  t.match(first.body.data[0], { ingest_endpoint: new RegExp(`/v1/byo/sources/${a.sourceId}/signals$`), manifest: MANIFEST })
+  const second = await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}/sources?limit=2&cursor=${first.body.next_cursor}`, { token: a.creatorToken })
+  t.same(second.body.data.map((s: { source_id: string }) => s.source_id), [more[1]])
+  t.equal(second.body.next_cursor, null)
+  t.equal((await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}/sources?cursor=src_forged`, { token: a.creatorToken })).status, 400)
+  t.equal((await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}/sources?limit=201`, { token: a.creatorToken })).status, 400)
+  t.equal((await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}/sources`, { token: gw.adminToken })).body.data.length, 3, 'the admin sees them')
+
+  const b = await provision(gw)
+  const theirs = await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}/sources`, { token: b.creatorToken })
+  const missing = await call(gw.url, 'GET', `/v1/byo/agents/no-such-agent/sources`, { token: b.creatorToken })
+  t.equal(theirs.status, 404)
+  t.same([theirs.body.error.code, theirs.body.error.message], [missing.body.error.code, missing.body.error.message])
+  t.equal((await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}`, { token: b.creatorToken })).status, 404)
+})
+
+t.test('a source whose creation answer was lost with the connection can be found again in its agent list', async (t) => {
+  const a = await provision(gw, { slots: 2 })
+  const body = JSON.stringify({ agent_id: a.agentId, manifest: MANIFEST })
+  // A request pipelined behind the POST makes uWS close the connection while the POST
+  // waits for the registry write: the source is created, its answer never sent.
+  const post = `POST /v1/byo/sources HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${a.creatorToken}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+  await exchange([post, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'])
+  const listed = await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}/sources`, { token: a.creatorToken })
+  t.equal(listed.body.data.length, 2, 'the created source is listed, whether or not its answer arrived')
+  t.equal((await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}`, { token: a.creatorToken })).body.data.open_slots, 0)
+})
+
 t.test('a renter token cannot register sources or read ingest errors', async (t) => {
   const a = await provision(gw)
   const renter = (await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject: 'r1' } })).body.data.token
   t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${a.sourceId}/ingest-errors`, { token: renter })).status, 403)
   t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${a.sourceId}`, { token: renter })).status, 403)
   t.equal((await call(gw.url, 'POST', '/v1/byo/sources', { token: renter, body: { agent_id: a.agentId, manifest: MANIFEST } })).status, 403)
+  t.equal((await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}/sources`, { token: renter })).status, 403)
 })
 
 t.test('a repeated Authorization header is refused with 401, whichever value comes first', async (t) => {

@@ -1,0 +1,40 @@
+import { ApiError } from '../../schemas/api-error.js'
+import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
+import { ownedAgent, pageLimit } from './access.js'
+import { sourceView } from './source-routes.js'
+
+export const AGENT_SOURCES_PAGE = { default: 50, max: 200 } as const
+
+/**
+ * An agent and its sources, for its creator (and the admin). Besides being what a
+ * creator expects to read back, it is how a source is found again when the answer to
+ * its creation never arrived (a dropped connection): without it the slot would be
+ * taken by a source nobody can name.
+ */
+export function registerAgentRoutes(parts: JsonRoutesParts, baseUrl: () => string): void {
+  const { registry } = parts
+
+  jsonRoute(parts, 'get', '/v1/byo/agents/:agent_id', { access: 'creator' }, ({ principal, params }) => {
+    const agent = ownedAgent(registry, principal, params[0] as string)
+    const used = registry.sourcesOfAgent(agent.agent_id).length
+    return { status: 200, data: { ...agent, slots_used: used, open_slots: Math.max(0, agent.slots - used) } }
+  })
+
+  // Oldest first; the cursor is the last source id of the previous page.
+  jsonRoute(parts, 'get', '/v1/byo/agents/:agent_id/sources', { access: 'creator' }, ({ principal, params, query }) => {
+    const agent = ownedAgent(registry, principal, params[0] as string)
+    const limit = pageLimit(query, AGENT_SOURCES_PAGE)
+    const sources = registry.sourcesOfAgent(agent.agent_id)
+    const cursor = query.get('cursor')
+    let start = 0
+    if (cursor !== null) {
+      const after = sources.findIndex((s) => s.source_id === cursor)
+      if (after < 0) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
+      start = after + 1
+    }
+    const page = sources.slice(start, start + limit)
+    const last = page[page.length - 1]
+    const nextCursor = start + limit < sources.length && last !== undefined ? last.source_id : null
+    return { status: 200, data: page.map((s) => sourceView(s, baseUrl())), nextCursor }
+  })
+}
