@@ -195,13 +195,16 @@ function numeral(b: Uint8Array, i: number): number | string {
     j++
     mantissa()
   }
-  if (b[j] === LOWER_E || b[j] === UPPER_E) {
+  const exponent = b[j] === LOWER_E || b[j] === UPPER_E
+  if (exponent) {
     j++
     if (b[j] === PLUS || b[j] === MINUS) j++
     while (isDigit(b[j])) j++
   }
   if (first < 0) return j
   if (last - first + 1 > MAX_SIGNIFICANT_DIGITS) return `a number has more than ${MAX_SIGNIFICANT_DIGITS} significant digits, more than a double holds exactly`
+  // Without an exponent, 15 digits can neither overflow nor underflow (the usual case: an integer).
+  if (!exponent) return j
   const value = Math.abs(Number(Buffer.from(b.buffer, b.byteOffset + i, j - i).toString('latin1')))
   if (!Number.isNaN(value) && (value === Number.POSITIVE_INFINITY || value < MIN_NORMAL)) return 'a number is beyond the range of a double'
   return j
