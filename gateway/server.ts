@@ -11,7 +11,7 @@ import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
 import { requestPrincipal } from './http/bearer.js'
 import { BodyReader } from './http/body-reader.js'
-import { getRoute, MAX_CONTROL_SLOW_UPLOADS, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
+import { getRoute, MAX_CONTROL_SLOW_UPLOADS, noteMethods, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
 import { route } from './http/route.js'
 import type { Reply } from './http/reply.js'
 import { uws, type us_listen_socket } from './http/uws.js'
@@ -76,7 +76,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }, 60_000).unref()
   const parts: JsonRoutesParts = { app, registry: options.registry, bodies: controlBodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 }, routes: new Map() }
 
-  parts.routes.set(INGEST_PATH, ['POST'])
+  noteMethods(parts, INGEST_PATH, 'POST')
   route(
     app,
     'post',

@@ -198,10 +198,15 @@ export class Registry {
     return [...this.#sourcesByAgent.of(agentId)].map((id) => this.#sources.get(id) as SourceRecord)
   }
 
+  /** Slots the agent's sources take. */
+  slotsUsed(agentId: string): number {
+    return this.#sourcesByAgent.of(agentId).size
+  }
+
   /** Registers a source on one of the agent's open slots. */
   createSource(input: { agent: AgentRecord; manifest: Manifest; listing: Listing }): Promise<SourceRecord> {
     return this.#mutate(() => {
-      if (this.sourcesOfAgent(input.agent.agent_id).length >= input.agent.slots) {
+      if (this.slotsUsed(input.agent.agent_id) >= input.agent.slots) {
         throw new ApiError('no_open_slot', `agent ${input.agent.agent_id} has no open slot`)
       }
       const source: SourceRecord = {

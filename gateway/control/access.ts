@@ -2,15 +2,16 @@ import type { AgentRecord, Principal, Registry, SourceRecord } from '../../regis
 import { ApiError } from '../../schemas/api-error.js'
 import type { BodyCheck } from '../../schemas/schema-problem.js'
 
+/** The admin, or the creator named by `creatorId`. */
+const operates = (principal: Principal, creatorId: string) => principal.role === 'admin' || (principal.role === 'creator' && principal.subject === creatorId)
+
 /**
  * The source if `principal` operates it (its creator) or is the admin. Anyone else
  * gets the same 404 as for a source that does not exist, so ids cannot be probed.
  */
 export function ownedSource(registry: Registry, principal: Principal, sourceId: string): SourceRecord {
   const source = registry.source(sourceId)
-  if (source !== undefined && (principal.role === 'admin' || (principal.role === 'creator' && principal.subject === source.creator_id))) {
-    return source
-  }
+  if (source !== undefined && operates(principal, source.creator_id)) return source
   throw new ApiError('not_found', 'no such source')
 }
 
@@ -23,9 +24,7 @@ export function parseBody<T>(check: BodyCheck<T>, body: unknown): T {
 /** The agent if `principal` is its creator or the admin; anyone else gets the 404 of a missing one. */
 export function ownedAgent(registry: Registry, principal: Principal, agentId: string): AgentRecord {
   const agent = registry.agent(agentId)
-  if (agent !== undefined && (principal.role === 'admin' || (principal.role === 'creator' && principal.subject === agent.creator_id))) {
-    return agent
-  }
+  if (agent !== undefined && operates(principal, agent.creator_id)) return agent
   throw new ApiError('not_found', 'no such agent')
 }
 

@@ -16,7 +16,7 @@ export function registerAgentRoutes(parts: JsonRoutesParts, baseUrl: () => strin
 
   jsonRoute(parts, 'get', '/v1/byo/agents/:agent_id', { access: 'creator' }, ({ principal, params }) => {
     const agent = ownedAgent(registry, principal, params[0] as string)
-    const used = registry.sourcesOfAgent(agent.agent_id).length
+    const used = registry.slotsUsed(agent.agent_id)
     return { status: 200, data: { ...agent, slots_used: used, open_slots: Math.max(0, agent.slots - used) } }
   })
 

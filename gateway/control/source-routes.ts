@@ -4,7 +4,7 @@ import { checkCreateSource } from '../../schemas/control.js'
 import { checkManifest, Listing, rateCeilingProblem, type RateCeiling } from '../../schemas/manifest.js'
 import { compileCheck } from '../../schemas/schema-problem.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { ownedSource, parseBody } from './access.js'
+import { ownedAgent, ownedSource, parseBody } from './access.js'
 
 const checkListing = compileCheck<Listing>(Listing, 'listing')
 
@@ -28,10 +28,7 @@ export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => stri
 
   jsonRoute(parts, 'post', '/v1/byo/sources', { access: 'creator' }, async ({ principal, body }) => {
     const input = parseBody(checkCreateSource, body)
-    const agent = registry.agent(input.agent_id)
-    if (agent === undefined || (principal.role !== 'admin' && agent.creator_id !== principal.subject)) {
-      throw new ApiError('not_found', 'no such agent')
-    }
+    const agent = ownedAgent(registry, principal, input.agent_id)
     if (input.manifest === undefined) throw new ApiError('invalid_manifest', 'manifest is required')
     const manifest = checkManifest(input.manifest)
     if (!manifest.ok) throw new ApiError('invalid_manifest', manifest.problem)

@@ -70,12 +70,17 @@ export function refuseOtherMethods(parts: JsonRoutesParts): void {
   }
 }
 
+/** Records the methods `pattern` serves, for the `Allow` of its 405s. */
+export function noteMethods(parts: JsonRoutesParts, pattern: string, ...methods: string[]): void {
+  parts.routes.set(pattern, [...(parts.routes.get(pattern) ?? []), ...methods])
+}
+
 /**
  * Registers a GET route and its HEAD twin (RFC 9110 requires HEAD wherever GET is
  * served): the same handler, whose reply sends the headers only.
  */
 export function getRoute(parts: JsonRoutesParts, pattern: string, handler: RouteHandler): void {
-  parts.routes.set(pattern, [...(parts.routes.get(pattern) ?? []), 'GET', 'HEAD'])
+  noteMethods(parts, pattern, 'GET', 'HEAD')
   route(parts.app, 'get', pattern, parts.logger, handler)
   route(parts.app, 'head', pattern, parts.logger, handler)
 }
@@ -178,6 +183,6 @@ export function jsonRoute(
     }
   }
   if (method === 'get') return getRoute(parts, pattern, handle)
-  parts.routes.set(pattern, [...(parts.routes.get(pattern) ?? []), method.toUpperCase()])
+  noteMethods(parts, pattern, 'POST')
   route(parts.app, method, pattern, parts.logger, handle)
 }
