@@ -22,6 +22,8 @@ export interface TokenRecord {
   role: Exclude<Role, 'admin'>
   subject: string
   created_at: string
+  /** Set when revoked; the token then authenticates no more. */
+  revoked_at: string | null
 }
 
 export interface AgentRecord {

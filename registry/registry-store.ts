@@ -1,12 +1,14 @@
 import type { AgentRecord, KeyRecord, RegistrySnapshot, SourceRecord, TokenRecord } from './records.js'
 
-/** One change of the registry: records written whole (new or changed) and key records dropped. */
+/** One change of the registry: records written whole (new or changed) and key and token records dropped. */
 export interface RegistryChange {
   readonly tokens: TokenRecord[]
   readonly agents: AgentRecord[]
   readonly sources: SourceRecord[]
   readonly keys: KeyRecord[]
   readonly droppedKeys: string[]
+  /** Token ids. */
+  readonly droppedTokens: string[]
 }
 
 /**
@@ -30,16 +32,18 @@ export interface RegistryStore {
  * long log stays linear.
  */
 export function replayChanges(snapshot: RegistrySnapshot | undefined, changes: readonly RegistryChange[]): RegistrySnapshot {
-  const tokens = new Map((snapshot?.tokens ?? []).map((r) => [r.sha256, r]))
+  const tokens = new Map((snapshot?.tokens ?? []).map((r) => [r.token_id, r]))
   const agents = new Map((snapshot?.agents ?? []).map((r) => [r.agent_id, r]))
   const sources = new Map((snapshot?.sources ?? []).map((r) => [r.source_id, r]))
   const keys = new Map((snapshot?.keys ?? []).map((r) => [r.key_id, r]))
   for (const change of changes) {
-    for (const r of change.tokens) tokens.set(r.sha256, r)
+    for (const r of change.tokens) tokens.set(r.token_id, r)
     for (const r of change.agents) agents.set(r.agent_id, r)
     for (const r of change.sources) sources.set(r.source_id, r)
     for (const r of change.keys) keys.set(r.key_id, r)
     for (const id of change.droppedKeys) keys.delete(id)
+    // Absent in changes recorded before tokens could be revoked.
+    for (const id of change.droppedTokens ?? []) tokens.delete(id)
   }
   return { version: 1, tokens: [...tokens.values()], agents: [...agents.values()], sources: [...sources.values()], keys: [...keys.values()] }
 }

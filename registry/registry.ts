@@ -7,7 +7,13 @@ import type { RegistryChange, RegistryStore } from './registry-store.js'
 
 /** Bounds on what the registry holds: tokens and agents in all, slots per agent, keys per source. */
 export const REGISTRY_LIMITS = {
+  /** Tokens that authenticate. */
   tokens: 100_000,
+  /**
+   * Revoked token records kept, so a revocation can be read back and repeated; past
+   * this the oldest is dropped (its hash goes with it, so it still authenticates nobody).
+   */
+  revokedTokens: 10_000,
   agents: 100_000,
   slotsPerAgent: 1000,
   /** Keys that can still sign (pending, active, grace). */
@@ -72,7 +78,12 @@ export class Registry {
   readonly #store: RegistryStore
   readonly #adminHash: Buffer
   readonly #now: () => number
+  /** Every token record by token id, oldest first. */
   #tokens = new Map<string, TokenRecord>()
+  /** The tokens that authenticate, by the SHA-256 of the token. */
+  #liveTokens = new Map<string, TokenRecord>()
+  /** Revoked token ids, oldest revocation first. */
+  #revokedTokens = new Set<string>()
   #agents = new Map<string, AgentRecord>()
   #sources = new Map<string, SourceRecord>()
   #keys = new Map<string, LiveKey>()
@@ -97,7 +108,12 @@ export class Registry {
   }
 
   #load(snapshot: RegistrySnapshot): void {
-    this.#tokens = new Map(snapshot.tokens.map((t) => [t.sha256, t]))
+    // Records written before tokens could be revoked have no revoked_at.
+    for (const t of snapshot.tokens) t.revoked_at ??= null
+    this.#tokens = new Map(snapshot.tokens.map((t) => [t.token_id, t]))
+    this.#liveTokens = new Map(snapshot.tokens.filter((t) => t.revoked_at === null).map((t) => [t.sha256, t]))
+    const revoked = snapshot.tokens.filter((t) => t.revoked_at !== null).sort((a, b) => ((a.revoked_at as string) < (b.revoked_at as string) ? -1 : 1))
+    this.#revokedTokens = new Set(revoked.map((t) => t.token_id))
     this.#agents = new Map(snapshot.agents.map((a) => [a.agent_id, a]))
     this.#sources = new Map(snapshot.sources.map((s) => [s.source_id, s]))
     this.#keys = new Map(snapshot.keys.map((k) => [k.key_id, { record: k, publicKey: Buffer.from(k.public_key, 'base64url') }]))
@@ -125,7 +141,7 @@ export class Registry {
    */
   #mutate<T>(change: () => T): Promise<T> {
     const run = async () => {
-      const pending: PendingChange = { tokens: [], agents: [], sources: [], keys: [], droppedKeys: [], undo: [] }
+      const pending: PendingChange = { tokens: [], agents: [], sources: [], keys: [], droppedKeys: [], droppedTokens: [], undo: [] }
       this.#pending = pending
       let result: T
       try {
@@ -164,19 +180,64 @@ export class Registry {
     if (token.length === 0 || token.length > MAX_TOKEN_CHARS) return undefined
     const digest = createHash('sha256').update(token).digest()
     if (timingSafeEqual(digest, this.#adminHash)) return { role: 'admin', subject: 'admin' }
-    const record = this.#tokens.get(digest.toString('hex'))
+    const record = this.#liveTokens.get(digest.toString('hex'))
     return record === undefined ? undefined : { role: record.role, subject: record.subject }
   }
 
   createToken(role: TokenRecord['role'], subject: string): Promise<{ token: string; record: TokenRecord }> {
     return this.#mutate(() => {
-      if (this.#tokens.size >= REGISTRY_LIMITS.tokens) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.tokens} tokens`)
+      if (this.#liveTokens.size >= REGISTRY_LIMITS.tokens) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.tokens} tokens: revoke one first`)
       const token = `sgw_${randomBytes(32).toString('base64url')}`
-      const record: TokenRecord = { token_id: newId('tok'), sha256: sha256Hex(token), role, subject, created_at: this.#iso() }
-      this.#put(this.#tokens, record.sha256, record)
+      const record: TokenRecord = { token_id: newId('tok'), sha256: sha256Hex(token), role, subject, created_at: this.#iso(), revoked_at: null }
+      this.#put(this.#tokens, record.token_id, record)
+      this.#put(this.#liveTokens, record.sha256, record)
       this.#change().tokens.push(record)
       return { token, record }
     })
+  }
+
+  /** Token records, oldest first; never the token, which is not kept. */
+  tokens(): IterableIterator<TokenRecord> {
+    return this.#tokens.values()
+  }
+
+  token(tokenId: string): TokenRecord | undefined {
+    return this.#tokens.get(tokenId)
+  }
+
+  /** Forward-only and immediate: the next request with the token is refused. Revoking again changes nothing. */
+  revokeToken(tokenId: string): Promise<TokenRecord> {
+    return this.#mutate(() => {
+      const record = this.#tokens.get(tokenId)
+      if (record === undefined) throw new ApiError('not_found', 'no such token')
+      if (record.revoked_at !== null) return record
+      this.#touch(record, this.#change().tokens)
+      record.revoked_at = this.#iso()
+      this.#liveTokens.delete(record.sha256)
+      this.#revokedTokens.add(tokenId)
+      this.#change().undo.push(() => {
+        this.#liveTokens.set(record.sha256, record)
+        this.#revokedTokens.delete(tokenId)
+      })
+      this.#pruneRevokedTokens()
+      return record
+    })
+  }
+
+  /** Drops the oldest revoked token records past the bound. */
+  #pruneRevokedTokens(): void {
+    for (const tokenId of this.#revokedTokens) {
+      if (this.#revokedTokens.size <= REGISTRY_LIMITS.revokedTokens) return
+      const record = this.#tokens.get(tokenId) as TokenRecord
+      this.#tokens.delete(tokenId)
+      this.#revokedTokens.delete(tokenId)
+      const change = this.#change()
+      change.droppedTokens.push(tokenId)
+      change.undo.push(() => {
+        this.#tokens.set(tokenId, record)
+        this.#revokedTokens.add(tokenId)
+      })
+    }
   }
 
   createAgent(input: { agent_id: string; creator_id: string; slots: number }): Promise<AgentRecord> {

@@ -48,7 +48,22 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           responses: { '202': { description: 'accepted', ...json({ $ref: '#/components/schemas/AcceptedBody' }) }, ...errors(400, 401, 409, 429, 503) },
         },
       },
-      '/v1/admin/tokens': { post: { security: bearer, requestBody: json(CreateTokenRequest), responses: { '201': { description: 'token shown once', ...ok({}) }, ...errors(400, 401, 403) } } },
+      '/v1/admin/tokens': {
+        post: { security: bearer, requestBody: json(CreateTokenRequest), responses: { '201': { description: 'token shown once', ...ok({}) }, ...errors(400, 401, 403) } },
+        get: {
+          security: bearer,
+          parameters: [
+            { name: 'role', in: 'query', schema: { type: 'string', enum: ['creator', 'renter'] } },
+            { name: 'subject', in: 'query', schema: { type: 'string' } },
+            { name: 'state', in: 'query', schema: { type: 'string', enum: ['live', 'revoked'] } },
+            { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000 } },
+            { name: 'cursor', in: 'query', schema: { type: 'string' } },
+          ],
+          responses: { '200': { description: 'token records (never the token or its hash), oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...errors(400, 401, 403) },
+        },
+      },
+      '/v1/admin/tokens/{token_id}': { get: { security: bearer, parameters: [path('token_id')], responses: { '200': { description: 'token record', ...ok({}) }, ...errors(401, 403, 404) } } },
+      '/v1/admin/tokens/{token_id}/revoke': { post: { security: bearer, parameters: [path('token_id')], responses: { '200': { description: 'revoked token record; repeating it changes nothing', ...ok({}) }, ...errors(401, 403, 404) } } },
       '/v1/admin/agents': { post: { security: bearer, requestBody: json(CreateAgentRequest), responses: { '201': { description: 'agent', ...ok({}) }, ...errors(400, 401, 403, 409) } } },
       '/v1/byo/sources': { post: { security: bearer, requestBody: json(CreateSourceRequest), responses: { '201': { description: 'source_id and ingest_endpoint', ...ok({}) }, ...errors(400, 401, 403, 404, 409) } } },
       '/v1/byo/sources/{source_id}': { get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'source', ...ok({}) }, ...errors(401, 404) } } },

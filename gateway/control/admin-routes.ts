@@ -1,6 +1,32 @@
+import type { TokenRecord } from '../../registry/index.js'
+import { ApiError } from '../../schemas/api-error.js'
 import { checkCreateAgent, checkCreateToken } from '../../schemas/control.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { parseBody } from './access.js'
+import { pageLimit, parseBody } from './access.js'
+import { pageAfter } from './paging.js'
+
+export const TOKENS_PAGE = { default: 100, max: 1000 } as const
+
+/** A token record as shown: never the hash, which would let a leaked listing be brute-forced offline. */
+export function tokenView(record: TokenRecord) {
+  return { token_id: record.token_id, role: record.role, subject: record.subject, created_at: record.created_at, revoked_at: record.revoked_at }
+}
+
+const ROLES: ReadonlySet<string> = new Set(['creator', 'renter'])
+const STATES: ReadonlySet<string> = new Set(['live', 'revoked'])
+
+/** The list filters: each optional, each checked, so a typo is an error rather than an unfiltered list. */
+function tokenFilter(query: URLSearchParams): (record: TokenRecord) => boolean {
+  const role = query.get('role')
+  const subject = query.get('subject')
+  const state = query.get('state')
+  if (role !== null && !ROLES.has(role)) throw new ApiError('invalid_request', 'role must be creator or renter')
+  if (state !== null && !STATES.has(state)) throw new ApiError('invalid_request', 'state must be live or revoked')
+  return (r) =>
+    (role === null || r.role === role) &&
+    (subject === null || r.subject === subject) &&
+    (state === null || (state === 'live') === (r.revoked_at === null))
+}
 
 /** Tokens and agents: issued by the operator (the admin token). */
 export function registerAdminRoutes(parts: JsonRoutesParts): void {
@@ -10,7 +36,25 @@ export function registerAdminRoutes(parts: JsonRoutesParts): void {
     const input = parseBody(checkCreateToken, body)
     const { token, record } = await registry.createToken(input.role, input.subject)
     // The token is shown once; only its hash is kept.
-    return { status: 201, data: { token, token_id: record.token_id, role: record.role, subject: record.subject, created_at: record.created_at } }
+    return { status: 201, data: { token, ...tokenView(record) } }
+  })
+
+  // Oldest first; how a token whose creation answer was lost is found again, and revoked.
+  jsonRoute(parts, 'get', '/v1/admin/tokens', { access: 'admin' }, ({ query }) => {
+    const limit = pageLimit(query, TOKENS_PAGE)
+    const matches = [...registry.tokens()].filter(tokenFilter(query))
+    const page = pageAfter(matches, (r) => r.token_id, query.get('cursor'), limit)
+    return { status: 200, data: page.items.map(tokenView), nextCursor: page.nextCursor }
+  })
+
+  jsonRoute(parts, 'get', '/v1/admin/tokens/:token_id', { access: 'admin' }, ({ params }) => {
+    const record = registry.token(params[0] as string)
+    if (record === undefined) throw new ApiError('not_found', 'no such token')
+    return { status: 200, data: tokenView(record) }
+  })
+
+  jsonRoute(parts, 'post', '/v1/admin/tokens/:token_id/revoke', { access: 'admin' }, async ({ params }) => {
+    return { status: 200, data: tokenView(await registry.revokeToken(params[0] as string)) }
   })
 
   jsonRoute(parts, 'post', '/v1/admin/agents', { access: 'admin' }, async ({ body }) => {

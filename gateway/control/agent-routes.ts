@@ -1,6 +1,6 @@
-import { ApiError } from '../../schemas/api-error.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { ownedAgent, pageLimit } from './access.js'
+import { pageAfter } from './paging.js'
 import { sourceView } from './source-routes.js'
 
 export const AGENT_SOURCES_PAGE = { default: 50, max: 200 } as const
@@ -24,17 +24,7 @@ export function registerAgentRoutes(parts: JsonRoutesParts, baseUrl: () => strin
   jsonRoute(parts, 'get', '/v1/byo/agents/:agent_id/sources', { access: 'creator' }, ({ principal, params, query }) => {
     const agent = ownedAgent(registry, principal, params[0] as string)
     const limit = pageLimit(query, AGENT_SOURCES_PAGE)
-    const sources = registry.sourcesOfAgent(agent.agent_id)
-    const cursor = query.get('cursor')
-    let start = 0
-    if (cursor !== null) {
-      const after = sources.findIndex((s) => s.source_id === cursor)
-      if (after < 0) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
-      start = after + 1
-    }
-    const page = sources.slice(start, start + limit)
-    const last = page[page.length - 1]
-    const nextCursor = start + limit < sources.length && last !== undefined ? last.source_id : null
-    return { status: 200, data: page.map((s) => sourceView(s, baseUrl())), nextCursor }
+    const page = pageAfter(registry.sourcesOfAgent(agent.agent_id), (s) => s.source_id, query.get('cursor'), limit)
+    return { status: 200, data: page.items.map((s) => sourceView(s, baseUrl())), nextCursor: page.nextCursor }
   })
 }

@@ -24,7 +24,8 @@ t.test('admin endpoints need the admin token', async (t) => {
 
 t.test('another method on a control-plane path is 405 with Allow, not the 404 of a path that does not exist', async (t) => {
   for (const [method, path, allow] of [
-    ['GET', '/v1/admin/tokens', 'POST'],
+    ['GET', '/v1/admin/agents', 'POST'],
+    ['GET', '/v1/admin/tokens/tok_x/revoke', 'POST'],
     ['DELETE', '/v1/admin/agents', 'POST'],
     ['GET', '/v1/byo/sources/src_x/keys/key_y/promote', 'POST'],
     ['PUT', '/v1/byo/sources/src_x', 'GET, HEAD'],
@@ -71,11 +72,11 @@ t.test('HEAD answers like GET without a body, so the next response on the connec
     [`/metrics`, 200],
     ['/v1/byo/sources/src_nothing', 404],
     ['/v1/byo/sources/src_x/signals', 405],
-    ['/v1/admin/tokens', 405],
+    ['/v1/admin/agents', 405],
     ['/no/such/path', 404],
   ] as const) {
     const head = await exchange([`HEAD ${path} HTTP/1.1\r\nHost: x\r\n${auth}\r\n`, `GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`])
-    const get = await fetch(`${gw.url}${path}`, { method: path.endsWith('/signals') || path.endsWith('/tokens') ? 'PUT' : 'GET', headers: { authorization: `Bearer ${gw.adminToken}` } })
+    const get = await fetch(`${gw.url}${path}`, { method: path.endsWith('/signals') || path.endsWith('/agents') ? 'PUT' : 'GET', headers: { authorization: `Bearer ${gw.adminToken}` } })
     const getBody = await get.text()
     const [first, ...rest] = head.split('HTTP/1.1 ').filter((part) => part !== '')
     t.match(first, new RegExp(`^${status} `), `HEAD ${path}: ${status}`)
@@ -116,6 +117,56 @@ t.test('a token is shown once and stored only as a hash', async (t) => {
   t.notOk(stored.includes(token), 'the token is not in the registry files')
   const { createHash } = await import('node:crypto')
   t.ok(stored.includes(createHash('sha256').update(token).digest('hex')), 'its SHA-256 is')
+})
+
+t.test('the admin lists tokens without their hashes, filters them, and pages through them', async (t) => {
+  const subject = `lister-${Date.now()}`
+  const made = []
+  for (let i = 0; i < 3; i++) made.push((await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject } })).body.data)
+  t.same(Object.keys(made[0]).sort(), ['created_at', 'revoked_at', 'role', 'subject', 'token', 'token_id'])
+  const first = await call(gw.url, 'GET', `/v1/admin/tokens?subject=${subject}&limit=2`, { token: gw.adminToken })
+  t.equal(first.status, 200)
+  t.same(first.body.data.map((r: any) => r.token_id), made.slice(0, 2).map((m) => m.token_id), 'oldest first')
+  t.notOk(JSON.stringify(first.body).includes(made[0].token), 'no token in a listing')
+  t.same(Object.keys(first.body.data[0]).sort(), ['created_at', 'revoked_at', 'role', 'subject', 'token_id'], 'and no hash')
+  t.equal(first.body.next_cursor, made[1].token_id)
+  const second = await call(gw.url, 'GET', `/v1/admin/tokens?subject=${subject}&limit=2&cursor=${first.body.next_cursor}`, { token: gw.adminToken })
+  t.same(second.body.data.map((r: any) => r.token_id), [made[2].token_id])
+  t.equal(second.body.next_cursor, null)
+  t.equal((await call(gw.url, 'GET', `/v1/admin/tokens?subject=${subject}&role=creator`, { token: gw.adminToken })).body.data.length, 0, 'filtered by role')
+  const one = await call(gw.url, 'GET', `/v1/admin/tokens/${made[1].token_id}`, { token: gw.adminToken })
+  t.same(one.body.data, { token_id: made[1].token_id, role: 'renter', subject, created_at: made[1].created_at, revoked_at: null })
+  for (const query of ['role=admin', 'state=dead', 'limit=0', 'cursor=tok_forged']) {
+    const bad = await call(gw.url, 'GET', `/v1/admin/tokens?${query}`, { token: gw.adminToken })
+    t.equal(bad.status, 400, query)
+    t.equal(bad.body.error.code, 'invalid_request', query)
+  }
+  t.equal((await call(gw.url, 'GET', '/v1/admin/tokens/tok_nothing', { token: gw.adminToken })).status, 404)
+  const src = await provision(gw)
+  for (const [method, path] of [['GET', '/v1/admin/tokens'], ['GET', `/v1/admin/tokens/${made[0].token_id}`], ['POST', `/v1/admin/tokens/${made[0].token_id}/revoke`]] as const) {
+    t.equal((await call(gw.url, method, path, { token: src.creatorToken })).status, 403, `${method} ${path} is the admin's`)
+  }
+})
+
+t.test('a revoked token is refused from its next request on, and revoking it again is harmless', async (t) => {
+  const src = await provision(gw)
+  const tokens = await call(gw.url, 'GET', '/v1/admin/tokens?role=creator&state=live', { token: gw.adminToken })
+  const mine = tokens.body.data.filter((r: any) => r.subject === src.creatorId)
+  t.equal(mine.length, 1, 'the creator token is found by its subject')
+  t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}`, { token: src.creatorToken })).status, 200)
+  const revoked = await call(gw.url, 'POST', `/v1/admin/tokens/${mine[0].token_id}/revoke`, { token: gw.adminToken })
+  t.equal(revoked.status, 200)
+  t.type(revoked.body.data.revoked_at, 'string')
+  const refused = await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}`, { token: src.creatorToken })
+  t.equal(refused.status, 401)
+  t.equal(refused.body.error.code, 'unauthorized')
+  const again = await call(gw.url, 'POST', `/v1/admin/tokens/${mine[0].token_id}/revoke`, { token: gw.adminToken })
+  t.equal(again.status, 200)
+  t.equal(again.body.data.revoked_at, revoked.body.data.revoked_at)
+  const listed = await call(gw.url, 'GET', `/v1/admin/tokens?subject=${src.creatorId}&state=revoked`, { token: gw.adminToken })
+  t.same(listed.body.data.map((r: any) => r.token_id), [mine[0].token_id])
+  t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202, 'ingest is signed by keys, not tokens: the source keeps pushing')
+  t.equal((await call(gw.url, 'POST', '/v1/admin/tokens/tok_nothing/revoke', { token: gw.adminToken })).status, 404)
 })
 
 t.test('a token request with an unknown role or field is refused with 400 naming the field', async (t) => {

@@ -72,12 +72,16 @@ t.test('a gateway killed with kill -9 mid-burst loses no 202ed signal, and a ret
 t.test('registry state (tokens, sources, keys and their states) survives kill -9', async (t) => {
   const first = await startGateway(t)
   const src = await provision(first)
+  const renter = await call(first.url, 'POST', '/v1/admin/tokens', { token: first.adminToken, body: { role: 'renter', subject: 'r-kill' } })
+  t.equal((await call(first.url, 'POST', `/v1/admin/tokens/${renter.body.data.token_id}/revoke`, { token: first.adminToken })).status, 200)
   first.proc.kill('SIGKILL')
   await first.exited()
   const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
   const res = await push(second, src.sign(payload(src.sourceId)))
   t.equal(res.status, 202, 'the active key still verifies')
   t.equal(res.body.test, undefined, 'and is still active, not pending')
+  t.equal((await call(second.url, 'GET', `/v1/byo/sources/${src.sourceId}`, { token: src.creatorToken })).status, 200, 'the creator token still works')
+  t.equal((await call(second.url, 'GET', '/v1/admin/tokens', { token: renter.body.data.token })).status, 401, 'the revoked token is still refused')
 })
 
 t.test('the nonce of a refused but verified request is still refused after kill -9 and restart', async (t) => {

@@ -29,6 +29,7 @@ export const EVM_TOKEN = '0x5aAeb6053F3E94C9b9A09f33669435E7Ef1BeAed'
 
 export interface Provisioned {
   readonly creatorToken: string
+  readonly creatorId: string
   readonly agentId: string
   readonly sourceId: string
   readonly keyId: string
@@ -78,5 +79,5 @@ export async function provision(gw: GatewayProcess, options: { manifest?: unknow
   })
   const sign: Provisioned['sign'] = (p, extra = {}) =>
     signPush({ sourceId, keyId: extra.keyId ?? keyId, key: extra.key ?? key, payload: p, timestamp: extra.timestamp, nonce: extra.nonce, idempotencyKey: extra.idempotencyKey })
-  return { creatorToken, agentId: `agent_${suffix}`, sourceId, keyId, key, sign }
+  return { creatorToken, creatorId: `creator_${suffix}`, agentId: `agent_${suffix}`, sourceId, keyId, key, sign }
 }

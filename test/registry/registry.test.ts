@@ -112,6 +112,65 @@ t.test('the admin token authenticates as admin; other strings do not', async (t)
   t.same(registry.authenticate(token), { role: 'creator', subject: 'c1' })
 })
 
+t.test('a revoked token authenticates no more, at once and after a reopen; revoking again changes nothing', async (t) => {
+  const { store, registry } = await setup()
+  const { token, record } = await registry.createToken('creator', 'c1')
+  const other = await registry.createToken('creator', 'c1')
+  const revoked = await registry.revokeToken(record.token_id)
+  t.type(revoked.revoked_at, 'string')
+  t.equal(registry.authenticate(token), undefined, 'refused from the next request on')
+  t.same(registry.authenticate(other.token), { role: 'creator', subject: 'c1' }, 'the subject keeps its other tokens')
+  const again = await registry.revokeToken(record.token_id)
+  t.equal(again.revoked_at, revoked.revoked_at, 'a second revocation keeps the first time')
+  await t.rejects(registry.revokeToken('tok_nothing'), { code: 'not_found' })
+  const reopened = await Registry.open(store, 'admin-secret')
+  t.equal(reopened.authenticate(token), undefined, 'still refused after a reopen')
+  t.equal(reopened.token(record.token_id)?.revoked_at, revoked.revoked_at, 'and the record still tells when')
+  t.same([...reopened.tokens()].map((r) => r.token_id), [record.token_id, other.record.token_id], 'listed oldest first')
+})
+
+t.test('a revocation that cannot be saved leaves the token working', async (t) => {
+  const { store, registry } = await setup()
+  const { token, record } = await registry.createToken('renter', 'r1')
+  store.failNext = true
+  await t.rejects(registry.revokeToken(record.token_id), { code: 'ENOSPC' })
+  t.same(registry.authenticate(token), { role: 'renter', subject: 'r1' })
+  t.equal(registry.token(record.token_id)?.revoked_at, null)
+  t.equal((await registry.revokeToken(record.token_id)).token_id, record.token_id, 'and a retry revokes it')
+  t.equal(registry.authenticate(token), undefined)
+})
+
+t.test('a registry saved before tokens could be revoked loads with every token live', async (t) => {
+  const { store, registry } = await setup()
+  const { token } = await registry.createToken('creator', 'c1')
+  for (const r of store.saved?.tokens ?? []) delete (r as Partial<typeof r>).revoked_at
+  const reopened = await Registry.open(store, 'admin-secret')
+  t.same(reopened.authenticate(token), { role: 'creator', subject: 'c1' })
+  t.equal([...reopened.tokens()][0]?.revoked_at, null)
+})
+
+t.test('revoked token records are kept up to their bound, then the oldest is dropped, also on disk', async (t) => {
+  // Keeps the changes and replays them once on load: a store that replays on every
+  // change would make twenty thousand changes quadratic.
+  const changes: RegistryChange[] = []
+  const store: RegistryStore = { load: async () => (changes.length === 0 ? undefined : replayChanges(undefined, structuredClone(changes))), append: async (c) => void changes.push(structuredClone(c)) }
+  const registry = await Registry.open(store, 'admin-secret')
+  const kept = REGISTRY_LIMITS.revokedTokens
+  const first = await registry.createToken('renter', 'r0')
+  await registry.revokeToken(first.record.token_id)
+  for (let i = 1; i < kept; i++) await registry.revokeToken((await registry.createToken('renter', `r${i}`)).record.token_id)
+  t.ok(registry.token(first.record.token_id), 'all kept up to the bound')
+  const last = await registry.createToken('renter', 'last')
+  await registry.revokeToken(last.record.token_id)
+  t.equal(registry.token(first.record.token_id), undefined, 'the oldest revoked record made room')
+  t.equal(registry.authenticate(first.token), undefined, 'and its token still authenticates nobody')
+  t.equal([...registry.tokens()].length, kept)
+  const reopened = await Registry.open(store, 'admin-secret')
+  t.equal(reopened.token(first.record.token_id), undefined, 'dropped on disk too')
+  t.equal([...reopened.tokens()].length, kept)
+  t.equal(reopened.authenticate(last.token), undefined)
+})
+
 t.test('promote works only from pending: active and grace keys get invalid_key_state', async (t) => {
   const { registry, source, key } = await setup()
   await registry.markTested(source.source_id, key.key_id)
