@@ -6,6 +6,8 @@ export type Role = 'admin' | 'creator' | 'renter'
 export interface Principal {
   readonly role: Role
   readonly subject: string
+  /** The token it authenticated with; null for the admin token, which is not a record. */
+  readonly tokenId: string | null
 }
 
 /**

@@ -179,9 +179,14 @@ export class Registry {
   authenticate(token: string): Principal | undefined {
     if (token.length === 0 || token.length > MAX_TOKEN_CHARS) return undefined
     const digest = createHash('sha256').update(token).digest()
-    if (timingSafeEqual(digest, this.#adminHash)) return { role: 'admin', subject: 'admin' }
+    if (timingSafeEqual(digest, this.#adminHash)) return { role: 'admin', subject: 'admin', tokenId: null }
     const record = this.#liveTokens.get(digest.toString('hex'))
-    return record === undefined ? undefined : { role: record.role, subject: record.subject }
+    return record === undefined ? undefined : { role: record.role, subject: record.subject, tokenId: record.token_id }
+  }
+
+  /** Whether the token `principal` authenticated with still does: a request that outlives a revocation asks again. */
+  stillAuthenticated(principal: Principal): boolean {
+    return principal.tokenId === null || this.#tokens.get(principal.tokenId)?.revoked_at === null
   }
 
   createToken(role: TokenRecord['role'], subject: string): Promise<{ token: string; record: TokenRecord }> {

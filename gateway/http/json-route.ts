@@ -171,6 +171,8 @@ export function jsonRoute(
       onTooLarge: thenGiveBack(() => fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true)),
       onBusy: thenGiveBack(() => fail(new ApiError('overloaded', 'too many request bodies are arriving slowly; retry', { retryAfter: 1 }), true)),
       onBody: thenGiveBack((raw: Buffer) => {
+        // A body can take seconds to arrive: a token revoked meanwhile changes nothing more.
+        if (!parts.registry.stillAuthenticated(principal)) return fail(new ApiError('unauthorized', 'the token was revoked'))
         const parsed = parseStrictJson(raw)
         if (!parsed.ok) return fail(new ApiError('invalid_request', `body is not valid JSON: ${parsed.reason}`))
         run(parsed.value)

@@ -169,6 +169,26 @@ t.test('a revoked token is refused from its next request on, and revoking it aga
   t.equal((await call(gw.url, 'POST', '/v1/admin/tokens/tok_nothing/revoke', { token: gw.adminToken })).status, 404)
 })
 
+t.test('a request whose body is still arriving when its token is revoked is refused', async (t) => {
+  const src = await provision(gw)
+  const { token_id } = (await call(gw.url, 'GET', `/v1/admin/tokens?subject=${src.creatorId}`, { token: gw.adminToken })).body.data[0]
+  const body = JSON.stringify({ agent_id: src.agentId, manifest: MANIFEST })
+  const socket = connect(gw.port, '127.0.0.1')
+  let answer = ''
+  socket.on('data', (d: Buffer) => (answer += d.toString('latin1')))
+  await new Promise((resolve) => socket.once('connect', resolve))
+  socket.write(`POST /v1/byo/sources HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${src.creatorToken}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body.slice(0, 10)}`)
+  await new Promise((r) => setTimeout(r, 100))
+  t.equal((await call(gw.url, 'POST', `/v1/admin/tokens/${token_id}/revoke`, { token: gw.adminToken })).status, 200)
+  socket.write(body.slice(10))
+  for (let waited = 0; !answer.includes('"request_id"') && waited < 5_000; waited += 20) await new Promise((r) => setTimeout(r, 20))
+  socket.destroy()
+  t.match(answer, /^HTTP\/1\.1 401 /, 'refused')
+  t.match(answer, /"code":"unauthorized"/)
+  const agent = await call(gw.url, 'GET', `/v1/byo/agents/${src.agentId}`, { token: gw.adminToken })
+  t.equal(agent.body.data.slots_used, 1, 'and no source was created')
+})
+
 t.test('a token request with an unknown role or field is refused with 400 naming the field', async (t) => {
   const bad = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'god', subject: 'x' } })
   t.equal(bad.status, 400)

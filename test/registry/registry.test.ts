@@ -105,21 +105,26 @@ t.test('state survives reopening the store', async (t) => {
 
 t.test('the admin token authenticates as admin; other strings do not', async (t) => {
   const { registry } = await setup()
-  t.same(registry.authenticate('admin-secret'), { role: 'admin', subject: 'admin' })
+  t.match(registry.authenticate('admin-secret'), { role: 'admin', subject: 'admin' })
   t.equal(registry.authenticate('admin-secreT'), undefined)
   t.equal(registry.authenticate(''), undefined)
   const { token } = await registry.createToken('creator', 'c1')
-  t.same(registry.authenticate(token), { role: 'creator', subject: 'c1' })
+  t.match(registry.authenticate(token), { role: 'creator', subject: 'c1' })
 })
 
 t.test('a revoked token authenticates no more, at once and after a reopen; revoking again changes nothing', async (t) => {
   const { store, registry } = await setup()
   const { token, record } = await registry.createToken('creator', 'c1')
   const other = await registry.createToken('creator', 'c1')
+  const held = registry.authenticate(token)!
+  t.equal(held.tokenId, record.token_id)
+  t.ok(registry.stillAuthenticated(held))
   const revoked = await registry.revokeToken(record.token_id)
+  t.notOk(registry.stillAuthenticated(held), 'a request authenticated before the revocation learns of it')
+  t.ok(registry.stillAuthenticated(registry.authenticate('admin-secret')!), 'the admin token is not a record and stays valid')
   t.type(revoked.revoked_at, 'string')
   t.equal(registry.authenticate(token), undefined, 'refused from the next request on')
-  t.same(registry.authenticate(other.token), { role: 'creator', subject: 'c1' }, 'the subject keeps its other tokens')
+  t.match(registry.authenticate(other.token), { role: 'creator', subject: 'c1' }, 'the subject keeps its other tokens')
   const again = await registry.revokeToken(record.token_id)
   t.equal(again.revoked_at, revoked.revoked_at, 'a second revocation keeps the first time')
   await t.rejects(registry.revokeToken('tok_nothing'), { code: 'not_found' })
@@ -134,7 +139,7 @@ t.test('a revocation that cannot be saved leaves the token working', async (t) =
   const { token, record } = await registry.createToken('renter', 'r1')
   store.failNext = true
   await t.rejects(registry.revokeToken(record.token_id), { code: 'ENOSPC' })
-  t.same(registry.authenticate(token), { role: 'renter', subject: 'r1' })
+  t.match(registry.authenticate(token), { role: 'renter', subject: 'r1' })
   t.equal(registry.token(record.token_id)?.revoked_at, null)
   t.equal((await registry.revokeToken(record.token_id)).token_id, record.token_id, 'and a retry revokes it')
   t.equal(registry.authenticate(token), undefined)
@@ -145,7 +150,7 @@ t.test('a registry saved before tokens could be revoked loads with every token l
   const { token } = await registry.createToken('creator', 'c1')
   for (const r of store.saved?.tokens ?? []) delete (r as Partial<typeof r>).revoked_at
   const reopened = await Registry.open(store, 'admin-secret')
-  t.same(reopened.authenticate(token), { role: 'creator', subject: 'c1' })
+  t.match(reopened.authenticate(token), { role: 'creator', subject: 'c1' })
   t.equal([...reopened.tokens()][0]?.revoked_at, null)
 })
 
