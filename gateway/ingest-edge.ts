@@ -123,10 +123,11 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     const idempotencyKeyCount = headers.idempotencyKey.length
     // A body that trickles in holds no verification slot: it waits among the slow uploads
     // (BodyReader, BODY_SLOW_MAX), so holding bodies back cannot starve other clients.
-    // Only a head that passes the key and skew checks may wait there: a body that does not
-    // come with a failing head gets that head's refusal at once. A key id is no secret
-    // (it travels in clear), so the places are shared out by the source's creator: one
-    // creator holding bodies back takes at most its share, never everyone's.
+    // A key id is no secret (it travels in clear), so the places are shared out by the
+    // source's creator: one creator holding bodies back takes at most its share, never
+    // everyone's. A head that fails the key or skew check waits in places of its own
+    // (no creator vouches for it), so that its body's source_id is still judged first, as
+    // spec 4.1 orders; past those places it gets the head's refusal at once.
     const headCheck = auth instanceof ApiError ? auth : checkKeyAndSkew(registry, source, auth, receivedAtMs)
     const cancelUpload = parts.bodies.read(res, MAX_BODY_BYTES, {
       onTimeout: () => refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true),

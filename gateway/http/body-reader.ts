@@ -28,7 +28,7 @@ interface Upload {
   linked: boolean
   /** Still incomplete one event-loop turn after it started: counted in `slow`. */
   slow: boolean
-  /** Whose share of the slow places it takes; undefined: refused with `onBusy` if slow, whatever the room. */
+  /** Whose share of the slow places it takes; undefined: one of the places kept for uploads nobody vouched for. */
   readonly owner: string | undefined
 }
 
@@ -40,8 +40,10 @@ interface Upload {
  *
  * A body that came in the same packets as its head is delivered before the event loop
  * turns; one still incomplete by then is slow, and at most `maxSlow` slow uploads run
- * at once (memory: `maxSlow` bodies at most), and at most an eighth of them
- * (SLOW_SHARE_PER_OWNER) for one owner (a creator, a token holder). Past either, a
+ * at once, and at most an eighth of them (SLOW_SHARE_PER_OWNER) for one owner (a
+ * creator, a token holder). Uploads without an owner (whose head failed a check, so
+ * nobody vouches for them) have an eighth of their own beside those, so they can never
+ * take an owner's place (memory: `maxSlow` × 9/8 bodies at most). Past any of these, a
  * new slow upload is ended at once with `onBusy`. So clients that hold bodies back (a thousand connections each sending
  * a head and no body) never compete with the ordinary requests that send head and body
  * together, and one owner holding them back cannot take the places of the others.
@@ -57,6 +59,8 @@ export class BodyReader {
   readonly #maxSlowPerOwner: number
   /** Slow uploads per owner; touched only for slow uploads, never on the ordinary path. */
   readonly #slowByOwner = new Map<string, number>()
+  /** Slow uploads without an owner: they have places of their own, an owner's share, apart from the others. */
+  #slowUnowned = 0
   readonly #timer: NodeJS.Timeout
   #head: Upload | undefined
   #tail: Upload | undefined
@@ -77,9 +81,14 @@ export class BodyReader {
     return this.#count
   }
 
-  /** Uploads under way whose body did not come with the head. */
+  /** Uploads under way whose body did not come with the head, and that have an owner. */
   get slow(): number {
     return this.#slow
+  }
+
+  /** Uploads under way whose body did not come with the head, without an owner. */
+  get slowUnowned(): number {
+    return this.#slowUnowned
   }
 
   /** One event-loop turn after uploads started: those still incomplete are slow. */
@@ -90,8 +99,18 @@ export class BodyReader {
       const upload = fresh[i] as Upload
       if (!upload.linked) continue
       const owner = upload.owner
-      const ownerSlow = owner === undefined ? 0 : (this.#slowByOwner.get(owner) ?? 0)
-      if (owner === undefined || this.#slow >= this.#maxSlow || ownerSlow >= this.#maxSlowPerOwner) {
+      if (owner === undefined) {
+        if (this.#slowUnowned >= this.#maxSlowPerOwner) {
+          this.#unlink(upload)
+          upload.end('busy')
+        } else {
+          upload.slow = true
+          this.#slowUnowned++
+        }
+        continue
+      }
+      const ownerSlow = this.#slowByOwner.get(owner) ?? 0
+      if (this.#slow >= this.#maxSlow || ownerSlow >= this.#maxSlowPerOwner) {
         this.#unlink(upload)
         upload.end('busy')
       } else {
@@ -125,7 +144,10 @@ export class BodyReader {
   #unlink(upload: Upload): void {
     if (!upload.linked) return
     upload.linked = false
-    if (upload.slow) {
+    if (upload.slow && upload.owner === undefined) {
+      upload.slow = false
+      this.#slowUnowned--
+    } else if (upload.slow) {
       upload.slow = false
       this.#slow--
       const owner = upload.owner as string
@@ -147,8 +169,8 @@ export class BodyReader {
    * Collects up to `limit` bytes. `onBody` gets the whole body; `onTimeout` fires if it
    * has not arrived in time, `onTooLarge` if it exceeds the limit (possible only when
    * the declared length was not checked first), `onBusy` if it is slow and there is no
-   * room for another slow upload of `owner` (or no owner is given). At most one of
-   * the four fires. The
+   * room for another slow upload of `owner` (with no owner: of the unowned ones). At
+   * most one of the four fires. The
    * returned function cancels the upload and drops what it holds: uWS calls nothing
    * more once a client is gone, so the caller cancels from its abort handler.
    */

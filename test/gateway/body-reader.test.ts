@@ -160,22 +160,40 @@ t.test('a slow upload that times out gives its place back', async (t) => {
   t.equal(reader.pending, 0)
 })
 
-t.test('one owner holds at most its share of the slow places; other owners keep theirs; an upload without owner may not be slow', async (t) => {
-  // 16 places: an eighth is 2 per owner.
+t.test('one owner holds at most its share of the slow places; other owners keep theirs; uploads without owner have a share of their own', async (t) => {
+  // 16 places: an eighth is 2 per owner, and 2 more for uploads without one.
   const { reader, ended, start } = fixture(t, 10_000, 16)
   const x1 = start('x1', 100, 'creator-x')
   start('x2', 100, 'creator-x')
   start('x3', 100, 'creator-x')
   start('y1', 100, 'creator-y')
-  start('anonymous', 100, null)
+  const anonymous = start('anonymous1', 100, null)
+  start('anonymous2', 100, null)
+  start('anonymous3', 100, null)
   const quick = start('quick', 100, null)
   quick.push('{}', true)
   await turn()
-  t.same(ended.map((e) => `${e.name} ${e.outcome}`), ['quick body', 'x3 busy', 'anonymous busy'])
+  t.same(ended.map((e) => `${e.name} ${e.outcome}`), ['quick body', 'x3 busy', 'anonymous3 busy'])
   t.equal(reader.slow, 3, 'two of x and one of y')
+  t.equal(reader.slowUnowned, 2, 'two without an owner, beside them')
   x1.cancel()
   start('x4', 100, 'creator-x')
   await turn()
   t.equal(reader.slow, 3, 'the owner got its place back')
-  t.equal(ended.length, 3)
+  anonymous.push('{}', true)
+  start('anonymous4', 100, null)
+  await turn()
+  t.equal(reader.slowUnowned, 2, 'a finished unowned upload gives its place back')
+  t.same(ended.map((e) => `${e.name} ${e.outcome}`), ['quick body', 'x3 busy', 'anonymous3 busy', 'anonymous1 body'])
+})
+
+t.test('uploads without an owner never take an owner place', async (t) => {
+  // 8 places: one per owner, and one for uploads without one.
+  const { reader, ended, start } = fixture(t, 10_000, 8)
+  start('anonymous1', 100, null)
+  start('anonymous2', 100, null)
+  for (let i = 0; i < 8; i++) start(`c${i}`, 100, `creator-${i}`)
+  await turn()
+  t.same(ended.map((e) => `${e.name} ${e.outcome}`), ['anonymous2 busy'])
+  t.equal(reader.slow, 8, 'every owner place still went to an owner')
 })

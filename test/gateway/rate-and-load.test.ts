@@ -107,15 +107,38 @@ t.test('a body abandoned mid-upload gives its place back at once, and a body too
   after.sockets[0]!.destroy()
 })
 
-t.test('a head that fails the key or skew check cannot wait for its body: it gets its refusal at once and takes no place', async (t) => {
-  const gw = await startGateway(t, { env: { BODY_SLOW_MAX: '1', BODY_TIMEOUT_MS: '60000' } })
+t.test('heads that fail the key or skew check wait for their bodies only in places of their own: past those they get their refusal at once, and a signed head still finds its place', async (t) => {
+  // 8 places: an eighth of them (1) per creator, and 1 more for heads that failed a check.
+  const gw = await startGateway(t, { env: { BODY_SLOW_MAX: '8', BODY_TIMEOUT_MS: '60000' } })
   const src = await provision(gw)
   const unknown = await holdBodies(gw, src, 5, 0, 'key_unknownunknown1234')
-  t.equal(unknown.answered().length, 5)
+  t.equal(unknown.answered().length, 4, 'one waits for its body, the other four are answered at once')
   for (const a of unknown.answered()) t.match(a, /^HTTP\/1\.1 401 [^]*"code":"unknown_key"/)
   const valid = await holdBodies(gw, src, 1)
-  t.same(valid.answered(), [], 'the one place is still free for a signed head')
+  t.same(valid.answered(), [], 'the creator place is still free for a signed head')
   for (const s of [...unknown.sockets, ...valid.sockets]) s.destroy()
+})
+
+t.test('precedence does not depend on packets: a body sent after its head is still checked for its source_id before the key', async (t) => {
+  const gw = await startGateway(t)
+  const src = await provision(gw)
+  const { connect } = await import('node:net')
+  for (const split of [false, true]) {
+    const s = src.sign(payload(src.sourceId, { source_id: 'src_someone_else' }), { keyId: 'key_unknownunknown1234' })
+    const head = [`POST ${s.path} HTTP/1.1`, 'Host: x', ...Object.entries(s.headers).map(([k, v]) => `${k}: ${v}`), `content-length: ${s.body.length}`].join('\r\n')
+    const socket = connect(gw.port, '127.0.0.1')
+    let answer = ''
+    socket.on('data', (d: Buffer) => (answer += d.toString('latin1')))
+    await new Promise((r) => socket.once('connect', r))
+    if (split) {
+      socket.write(`${head}\r\n\r\n`)
+      await new Promise((r) => setTimeout(r, 100))
+      socket.write(s.body)
+    } else socket.write(Buffer.concat([Buffer.from(`${head}\r\n\r\n`), s.body]))
+    for (let waited = 0; !answer.includes('"request_id"') && waited < 5_000; waited += 20) await new Promise((r) => setTimeout(r, 20))
+    socket.destroy()
+    t.match(answer, /^HTTP\/1\.1 400 [^]*"code":"invalid_source_id"/, split ? 'body 100 ms after the head' : 'body with the head')
+  }
 })
 
 t.test('field errors are reported before the rate limit: an invalid signal from a limited source gets 400, not 429', async (t) => {
