@@ -82,14 +82,27 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     maxSegments: 4,
     dedupWindowMs: 0,
   })
-  let logFailed = false
+  let failed = false
   let reportFatal: (err: Error) => void = () => undefined
   const fatal = new Promise<Error>((resolve) => (reportFatal = resolve))
+  // A part that cannot recover in place: stop reporting ready so traffic moves away, and
+  // have the process restarted (exit 75), which starts it afresh.
+  const failFatally = (err: Error, message: string) => {
+    if (failed) return
+    failed = true
+    logger.fatal({ err }, message)
+    reportFatal(err)
+  }
   const pool = new VerifyPool({
     threads: config.VERIFY_THREADS,
     batchSize: config.VERIFY_BATCH,
     queueLimit: config.VERIFY_QUEUE_LIMIT,
     maxWaitMs: config.VERIFY_MAX_WAIT_MS,
+    onError: (err, lost) => {
+      const error = err instanceof Error ? err : new Error(String(err))
+      if (lost) failFatally(error, 'every verify worker failed; stopping so that a restart starts them again')
+      else logger.warn({ err }, 'a verify worker failed and was replaced')
+    },
   })
   const history = await SignalIdHistory.open({
     dir: join(dataDir, 'signal-ids'),
@@ -105,20 +118,15 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     nonceWindowMs: NONCE_WINDOW_MS,
     maxLiveNonces: config.NONCE_STORE_MAX,
     maxDedupEntries: config.DEDUP_STORE_MAX,
+    appendQueueLimit: config.JOURNAL_QUEUE_LIMIT,
     dedupWindowMs,
     history,
     flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
     rateCeiling,
     onWarning: (message, err) => logger.warn({ err }, message),
-    onLogFailure: (err) => {
-      // The journal refuses every append after a failed write or fsync (a retry could
-      // claim durability that does not exist): stop reporting ready so traffic moves away,
-      // and have the process restarted, which recovers the journal from the disk.
-      if (logFailed) return
-      logFailed = true
-      logger.fatal({ err }, 'signal log failed; stopping so that a restart recovers it')
-      reportFatal(err)
-    },
+    // The journal refuses every append after a failed write or fsync (a retry could claim
+    // durability that does not exist); a restart recovers it from the disk.
+    onLogFailure: (err) => failFatally(err, 'signal log failed; stopping so that a restart recovers it'),
   })
   const errors = new IngestErrorLog(errorLog, {
     perSource: config.INGEST_ERRORS_PER_SOURCE,
@@ -145,7 +153,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     pool,
     errors,
     logger,
-    isReady: () => !logFailed,
+    isReady: () => !failed,
   })
   logger.info({ port: gateway.port, data_dir: dataDir, verify_threads: pool.threads, fsync: config.JOURNAL_FSYNC }, 'gateway listening')
 
@@ -160,9 +168,12 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         clearInterval(sweeper)
         await pool.close()
         await registry.settle()
-        await signalLog.close()
-        await errorLog.close()
-        await history.close()
+        // Each is closed even if one before it fails; the first failure is reported.
+        let failure: unknown
+        for (const close of [() => signalLog.close(), () => errorLog.close(), () => history.close()]) {
+          await close().catch((err: unknown) => (failure ??= err))
+        }
+        if (failure !== undefined) throw failure
       })()),
   }
 }

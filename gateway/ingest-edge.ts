@@ -91,7 +91,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
       ? new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
       : slowUpload
         ? new ApiError('overloaded', 'too many request bodies are arriving slowly; send the body with the head, or retry', { retryAfter: 1 })
-        : new ApiError('overloaded', 'verification queue is full; retry', { retryAfter: 1 })
+        : new ApiError('overloaded', 'the gateway is at capacity (verification or the signal log); retry', { retryAfter: 1 })
     parts.metrics.refused(error.code)
     reply.fail(error, draining || slowUpload)
   }
@@ -99,7 +99,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
   return (reply, req, res) => {
     const receivedAtMs = parts.now()
     parts.track(reply)
-    if (parts.isDraining() || !pool.hasRoom()) return shed(reply)
+    if (parts.isDraining() || !pool.hasRoom() || !parts.pipeline.hasRoom()) return shed(reply)
     const path = req.getUrl()
     const urlSourceId = req.getParameter(0) ?? ''
     const headers = collectIngestHeaders(req)

@@ -100,7 +100,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   let baseUrl = options.publicBaseUrl
   registerSourceRoutes(parts, () => baseUrl, options.rateCeiling)
   registerAgentRoutes(parts, () => baseUrl)
-  registerKeyRoutes(parts)
+  registerKeyRoutes(parts, () => options.pipeline.settled())
   registerIngestErrorsRoute(parts, options.errors)
 
   getRoute(parts, '/healthz', (reply) => reply.send(200, { ok: true, data: { status: 'alive' } }))

@@ -93,6 +93,8 @@ export class Registry {
   /** Set while a change runs: the mutations below note in it what they touch. */
   #pending: PendingChange | undefined
   readonly #inFlight = new Map<string, Promise<void>>()
+  /** Keys whose promotion is made in memory but not yet recorded. */
+  readonly #promoting = new Set<string>()
 
   private constructor(store: RegistryStore, adminToken: string, now: () => number) {
     this.#store = store
@@ -390,7 +392,7 @@ export class Registry {
    * moves to grace, where it still verifies until revoked (the rotation overlap).
    */
   promoteKey(sourceId: string, keyId: string): Promise<KeyRecord> {
-    return this.#mutate(() => {
+    const promoted = this.#mutate(() => {
       const key = this.#required(sourceId, keyId)
       if (key.state !== 'pending') throw new ApiError('invalid_key_state', `only a pending key can be promoted; this key is ${key.state}`)
       if (key.tested_at === null) throw new ApiError('key_not_tested', 'send a test signal signed with this key before promoting it')
@@ -405,8 +407,19 @@ export class Registry {
       this.#touch(key, this.#change().keys)
       key.state = 'active'
       key.promoted_at = now
+      this.#promoting.add(keyId)
       return key
     })
+    // Until the promotion is on disk the key still signs tests: a signal it signs in the
+    // meantime must not be delivered if the promotion is then rolled back.
+    const recorded = () => void this.#promoting.delete(keyId)
+    promoted.then(recorded, recorded)
+    return promoted
+  }
+
+  /** Whether what `key` signs now is a test signal (spec 3.1: a pending key's, never delivered). */
+  signsTests(key: LiveKey): boolean {
+    return key.record.state === 'pending' || this.#promoting.has(key.record.key_id)
   }
 
   /** Any state → revoked; forward-only and immediate: requests already waiting for verification or the log see it too. */

@@ -4,8 +4,12 @@ import { checkRegisterKey } from '../../schemas/control.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { ownedSource, parseBody } from './access.js'
 
-/** Spec 3.1 and 5.3: register (pending), promote (after a test signal), revoke. */
-export function registerKeyRoutes(parts: JsonRoutesParts): void {
+/**
+ * Spec 3.1 and 5.3: register (pending), promote (after a test signal), revoke.
+ * `ingestSettled` resolves once every signal that passed its last key check so far has
+ * its answer: a revocation is acknowledged only after it, so no 202 under the key follows.
+ */
+export function registerKeyRoutes(parts: JsonRoutesParts, ingestSettled: () => Promise<void>): void {
   const { registry } = parts
 
   jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/keys', { access: 'creator' }, async ({ principal, params, body }) => {
@@ -28,6 +32,8 @@ export function registerKeyRoutes(parts: JsonRoutesParts): void {
 
   jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/keys/:key_id/revoke', { access: 'creator' }, async ({ principal, params }) => {
     const source = ownedSource(registry, principal, params[0] as string)
-    return { status: 200, data: await registry.revokeKey(source.source_id, params[1] as string) }
+    const revoked = await registry.revokeKey(source.source_id, params[1] as string)
+    await ingestSettled()
+    return { status: 200, data: revoked }
   })
 }

@@ -46,6 +46,8 @@ export interface IngestPipelineOptions {
   readonly dedupWindowMs: number
   /** Memory bound of the dedup index, all sources together. */
   readonly maxDedupEntries: number
+  /** Requests waiting for the durable append past which `hasRoom()` says no. */
+  readonly appendQueueLimit: number
   /** Signal ids the log holds, remembered past the dedup window. */
   readonly history: SignalIdHistory
   readonly flagAfterMinutes: number
@@ -68,12 +70,28 @@ export class IngestPipeline {
   readonly #nonces: NonceStore
   readonly #dedup: SignalDedup
   readonly #rates: RateLimiter
+  /** Requests between their last key check and their answer. */
+  readonly #pastLastCheck = new Set<Promise<AcceptedBody>>()
 
   constructor(options: IngestPipelineOptions) {
     this.#o = options
     this.#nonces = new NonceStore({ windowMs: options.nonceWindowMs, maxEntries: options.maxLiveNonces })
     this.#dedup = new SignalDedup({ windowMs: options.dedupWindowMs, maxEntries: options.maxDedupEntries })
     this.#rates = new RateLimiter({ flagAfterMinutes: options.flagAfterMinutes })
+  }
+
+  /**
+   * Whether a new request may enter: verified requests waiting for the durable append are
+   * under their limit. Checked by the edge with the verify pool's room, before any parsing,
+   * so a stalled disk sheds new work instead of holding a body per connection.
+   */
+  hasRoom(): boolean {
+    return this.#pastLastCheck.size < this.#o.appendQueueLimit
+  }
+
+  /** Requests past their last key check, waiting for the durable append or their answer. */
+  get appending(): number {
+    return this.#pastLastCheck.size
   }
 
   get liveNonces(): number {
@@ -94,7 +112,9 @@ export class IngestPipeline {
     const message = Buffer.from(`${req.method}\n${req.path}\n${req.timestampHeader}\n${req.nonce}\n${req.bodySha256}`)
     const valid = await this.#o.pool.verify({ publicKey: key.publicKey, message, signature: req.signature }).catch((err: unknown) => {
       if (isPoolClosed(err)) throw new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
-      throw err
+      // A worker that died with the batch: the request was not judged, so it may be retried.
+      this.#o.onWarning('a verify batch failed', err)
+      throw new ApiError('not_ready', 'the signature could not be checked; retry', { cause: err, retryAfter: 1 })
     })
     if (!valid) throw new ApiError('invalid_signature', 'request signature could not be verified')
     // Revocation is immediate, also for a request that waited for a worker.
@@ -105,7 +125,7 @@ export class IngestPipeline {
     if (!isWithinSkew(now, req.requestTimeMs)) {
       throw new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock')
     }
-    this.#claimNonce(req, now)
+    const nonceRoom = this.#claimNonce(req, now)
 
     if (!req.json.ok) throw new ApiError('invalid_body', `body is not valid JSON: ${req.json.reason}`)
     const value = req.json.value
@@ -119,29 +139,34 @@ export class IngestPipeline {
     if (req.idempotencyKeyCount > 1 || (req.idempotencyKey !== undefined && !isValidSignalId(req.idempotencyKey))) {
       throw new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format')
     }
-    return this.#deduplicated(req, signalId)
+    return this.#deduplicated(req, signalId, nonceRoom)
   }
 
-  #claimNonce(req: SignedRequest, now: number): void {
+  /**
+   * Claims the request's nonce. False when the source holds its whole share of the nonce
+   * store: that is its own excess, refused as rate_limited, but at the rate step, so that a
+   * retry of an accepted signal still gets its deduplicated 202 and a bad body its 400
+   * (answers a replay cannot turn into a second signal, so they need no nonce).
+   */
+  #claimNonce(req: SignedRequest, now: number): boolean {
     const { source, key } = req
     const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
     const claim = this.#nonces.claim(source.source_id, key.record.key_id, req.nonce, now, nonceCap(maxRate, this.#o.nonceWindowMs))
     switch (claim) {
       case 'claimed':
         req.nonceClaimed = true
-        return
+        return true
       case 'replayed':
         throw new ApiError('replayed_nonce', 'this nonce was already used with this key in the last 10 minutes')
       case 'source_full':
-        // A source signing far more than its max_rate, over all its keys: its own excess, refused like one.
-        throw new ApiError('rate_limited', 'too many signed requests for this source in the nonce window', { retryAfter: 60 })
+        return false
       case 'store_full':
         throw new ApiError('overloaded', 'the gateway is holding too many nonces; retry', { retryAfter: 5 })
     }
   }
 
   /** Dedup by signal_id and Idempotency-Key; concurrent duplicates wait for the first. */
-  async #deduplicated(req: SignedRequest, signalId: string): Promise<AcceptedBody> {
+  async #deduplicated(req: SignedRequest, signalId: string, nonceRoom: boolean): Promise<AcceptedBody> {
     const sourceId = req.source.source_id
     for (;;) {
       const found = this.#dedup.lookup(sourceId, signalId, req.idempotencyKey, req.bodySha256, this.#o.now())
@@ -166,7 +191,7 @@ export class IngestPipeline {
           }
           const release = this.#dedup.reserve(sourceId, signalId, req.idempotencyKey)
           try {
-            return await this.#admit(req, signalId, dedupId, fingerprint)
+            return await this.#admit(req, signalId, dedupId, fingerprint, nonceRoom)
           } finally {
             release()
           }
@@ -175,7 +200,7 @@ export class IngestPipeline {
     }
   }
 
-  async #admit(req: SignedRequest, signalId: string, dedupId: string, fingerprint: Fingerprint): Promise<AcceptedBody> {
+  async #admit(req: SignedRequest, signalId: string, dedupId: string, fingerprint: Fingerprint, nonceRoom: boolean): Promise<AcceptedBody> {
     const { source, key } = req
     const fields = validateSignalFields(req.json.ok ? req.json.value : undefined, {
       sourceId: source.source_id,
@@ -185,6 +210,8 @@ export class IngestPipeline {
     })
     if (!fields.ok) throw new ApiError(fields.code, fields.message)
 
+    // A source signing far more than its max_rate, over all its keys: its own excess, refused like one.
+    if (!nonceRoom) throw new ApiError('rate_limited', 'too many signed requests for this source in the nonce window', { retryAfter: 60 })
     const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
     const rate = this.#rates.take(source.source_id, maxRate, this.#o.now())
     if (!rate.ok) {
@@ -196,26 +223,54 @@ export class IngestPipeline {
       })
     }
 
-    const record = signalRecord(req, signalId, key.record.state === 'pending', fields.emittedAtMs, fields.signal)
-    const releaseRoom = this.#dedupRoom(req, signalId)
+    const record = signalRecord(req, signalId, this.#o.registry.signsTests(key), fields.emittedAtMs, fields.signal)
+    // The token buys a stored signal: a request refused short of one gives it back.
+    const stored = { yes: false }
     try {
-      return await this.#append(req, record, dedupId, fingerprint)
-    } finally {
-      releaseRoom()
+      const releaseRoom = this.#dedupRoom(req, signalId)
+      try {
+        return await this.#append(req, record, dedupId, fingerprint, stored)
+      } finally {
+        releaseRoom()
+      }
+    } catch (err) {
+      if (!stored.yes) this.#rates.refund(source.source_id)
+      throw err
     }
   }
 
   /** Appends the signal, then remembers it for dedup and in the signal-id history. */
-  async #append(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint): Promise<AcceptedBody> {
+  #append(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint, stored: { yes: boolean }): Promise<AcceptedBody> {
+    // Last look before the append: a revocation made by now wins. One made after it
+    // waits for this request (settled()) before it is acknowledged.
+    assertNotRevoked(req.key)
+    const done = this.#appendChecked(req, record, dedupId, fingerprint, stored)
+    this.#pastLastCheck.add(done)
+    const forget = () => void this.#pastLastCheck.delete(done)
+    done.then(forget, forget)
+    return done
+  }
+
+  /**
+   * Resolves once every request that passed its last key check so far has its answer:
+   * a revocation acknowledged after this is followed by no 202 under the key.
+   */
+  async settled(): Promise<void> {
+    await Promise.allSettled([...this.#pastLastCheck])
+    // The answers follow their appends in promise callbacks, with no I/O between (a pending
+    // key's test mark aside, whose signal is never delivered): one turn of the loop sees them sent.
+    await new Promise((resolve) => setImmediate(resolve))
+  }
+
+  async #appendChecked(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint, stored: { yes: boolean }): Promise<AcceptedBody> {
     const { source, key } = req
-    // Last look before the append: a revoke acknowledged by now must win.
-    assertNotRevoked(key)
     const appended = await this.#o.log.append(dedupId, encodeSignalRecord(record)).catch((err: unknown) => {
       // Nothing was promised yet, so the client may retry: the journal refuses appends after
       // a failed write until it is reopened (a restart rebuilds from what reached disk).
       if (isLogError(err, 'log_io') || isLogError(err, 'log_corrupt')) this.#o.onLogFailure(err as Error)
       throw new ApiError('not_ready', 'the signal log is unavailable; retry', { cause: err, retryAfter: 1 })
     })
+    stored.yes = !appended.duplicate
     if (!appended.duplicate) this.#o.history.add(fingerprint, appended.seq)
     const remembered = appended.duplicate
       ? await this.#original(appended.seq)
@@ -231,8 +286,6 @@ export class IngestPipeline {
   /** A signal the dedup index has no room to remember is refused, not accepted unguarded. */
   #dedupRoom(req: SignedRequest, signalId: string): () => void {
     const room = this.#dedup.takeRoom(req.source.source_id, signalId, req.idempotencyKey, this.#o.now())
-    // The rate token taken just before buys a signal the gateway did not store: give it back.
-    if (typeof room === 'string') this.#rates.refund(req.source.source_id)
     switch (room) {
       case 'source_full':
         // Reached only by a source near its max_rate all window long with an Idempotency-Key unlike each signal_id.

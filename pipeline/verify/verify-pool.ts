@@ -17,6 +17,12 @@ export interface VerifyPoolOptions {
    * queue for hundreds of milliseconds; this keeps admitted requests fast instead.
    */
   readonly maxWaitMs: number
+  /**
+   * A worker failed outside any batch (a batch's own failure rejects its requests).
+   * `lost`: no worker is left and none will be started (piscina gives up on workers that
+   * fail while starting), so nothing queued will ever be verified.
+   */
+  readonly onError: (err: unknown, lost: boolean) => void
 }
 
 interface Waiter {
@@ -98,6 +104,8 @@ export class VerifyPool {
       // being repeated, as resident memory, in every worker.
       resourceLimits: { maxYoungGenerationSizeMb: VERIFY_WORKER_YOUNG_GENERATION_MB },
     })
+    // Without a listener, piscina's 'error' event would throw and end the process.
+    this.#piscina.on('error', (err: unknown) => options.onError(err, this.#piscina.threads.length === 0))
   }
 
   get threads(): number {

@@ -22,11 +22,17 @@ class GatedVerifier {
 
 class MemoryStore implements RegistryStore {
   saved: RegistrySnapshot | undefined
+  /** When set, the next change waits for it, and fails if it rejects (a disk that fails). */
+  hold: Promise<void> | undefined
   async load() {
     return this.saved
   }
   async append(_change: unknown, current: () => RegistrySnapshot) {
-    this.saved = structuredClone(current())
+    const hold = this.hold
+    this.hold = undefined
+    const state = structuredClone(current())
+    if (hold !== undefined) await hold
+    this.saved = state
   }
 }
 
@@ -37,7 +43,8 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
   const log = await openJournal({ dir: join(dir, 'journal'), fsync: 'always', dedupWindowMs: 0 })
   t.teardown(() => log.close())
   const history = await SignalIdHistory.open({ dir: join(dir, 'signal-ids'), maxEntries: 1000, log, onWarning: () => undefined })
-  const registry = await Registry.open(new MemoryStore(), 'admin')
+  const store = new MemoryStore()
+  const registry = await Registry.open(store, 'admin')
   const agent = await registry.createAgent({ agent_id: 'a', creator_id: 'c', slots: 1 })
   const source = await registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } })
   const raw = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
@@ -55,6 +62,7 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
       nonceWindowMs: 600_000,
       maxLiveNonces: 1000,
       maxDedupEntries: 1000,
+      appendQueueLimit: 1000,
       dedupWindowMs: 1_800_000,
       history,
       flagAfterMinutes: 5,
@@ -86,7 +94,7 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
       ...overrides,
     }
   }
-  return { log, registry, source, keyRecord, verifier, pipeline, makePipeline, request }
+  return { log, store, registry, source, keyRecord, verifier, pipeline, makePipeline, request }
 }
 
 const settle = () => new Promise((r) => setImmediate(r))
@@ -364,4 +372,115 @@ t.test("a pending key's deduplicated 202 for a signal another key sent marks it 
   t.not(registry.key(source.source_id, next.key_id)!.record.tested_at, null, 'the new key may now be promoted')
   await registry.promoteKey(source.source_id, next.key_id)
   t.equal(registry.key(source.source_id, next.key_id)!.record.state, 'active')
+})
+
+/** Runs one request through the gated verifier, which passes it. */
+async function passed<T>(verifier: GatedVerifier, answer: Promise<T>): Promise<T> {
+  await settle()
+  verifier.gates.shift()!(true)
+  return answer
+}
+
+t.test('a signal whose append fails gives its rate token back', async (t) => {
+  const { verifier, makePipeline, request, log } = await setup(t)
+  const { LogError } = await import('../../pipeline/index.js')
+  let failures = 2
+  const flaky = Object.create(log, {
+    append: { value: (id: string, data: Uint8Array) => (failures-- > 0 ? Promise.reject(new LogError('log_closed', 'the log is closing')) : log.append(id, data)) },
+  })
+  const pipeline = makePipeline({ log: flaky, rateCeiling: { perSecond: 1, burst: 2 } })
+  const code = (p: Promise<unknown>) => p.then(() => 'accepted', (err: { code: string }) => err.code)
+  t.equal(await code(passed(verifier, pipeline.process(request()))), 'not_ready')
+  t.equal(await code(passed(verifier, pipeline.process(request()))), 'not_ready')
+  t.equal(await code(passed(verifier, pipeline.process(request()))), 'accepted', 'the two failed appends cost no token')
+  t.equal(await code(passed(verifier, pipeline.process(request()))), 'accepted')
+  t.equal(await code(passed(verifier, pipeline.process(request()))), 'rate_limited', 'the burst of two is spent by the two stored signals')
+})
+
+t.test('a revocation made while a request is being appended is acknowledged only once that request has its answer', async (t) => {
+  const { verifier, makePipeline, request, log, registry, source, keyRecord } = await setup(t)
+  let release: (() => void) | undefined
+  const gated = Object.create(log, {
+    append: { value: (id: string, data: Uint8Array) => new Promise<void>((resolve) => (release = resolve)).then(() => log.append(id, data)) },
+  })
+  const pipeline = makePipeline({ log: gated })
+  const events: string[] = []
+  const inFlight = passed(verifier, pipeline.process(request())).then((a) => events.push(`202 test=${String(a.test === true)}`))
+  await settle()
+  t.ok(release, 'the request is past its last key check and appending')
+  const revoked = registry.revokeKey(source.source_id, keyRecord.key_id).then(() => pipeline.settled()).then(() => events.push('revoke acknowledged'))
+  await new Promise((r) => setTimeout(r, 50))
+  t.same(events, [], 'the revocation waits for the request')
+  const after = passed(verifier, pipeline.process(request()))
+  await t.rejects(after, { code: 'revoked_key' }, 'a request arriving meanwhile is refused')
+  release!()
+  await Promise.all([inFlight, revoked])
+  t.same(events, ['202 test=false', 'revoke acknowledged'])
+  t.equal(log.info().lastSeq, 1)
+})
+
+t.test('a promotion not yet on disk changes nothing for ingest: the key signs tests until it is, and a failed promotion leaves no delivered signal', async (t) => {
+  const { verifier, pipeline, request, store, registry, source } = await setup(t)
+  const raw = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
+  const next = await registry.addKey(source.source_id, raw)
+  await registry.markTested(source.source_id, next.key_id)
+  const key = registry.key(source.source_id, next.key_id)!
+  let fail!: (err: Error) => void
+  store.hold = new Promise<void>((_, reject) => (fail = reject))
+  const promotion = registry.promoteKey(source.source_id, next.key_id)
+  await settle()
+  t.equal(key.record.state, 'active', 'promoted in memory, being written')
+  const during = await passed(verifier, pipeline.process(request({ key })))
+  t.equal(during.test, true, 'a signal signed meanwhile is a test signal')
+  fail(Object.assign(new Error('EIO: i/o error'), { code: 'EIO' }))
+  await t.rejects(promotion, { code: 'EIO' })
+  t.equal(key.record.state, 'pending', 'rolled back')
+  await registry.promoteKey(source.source_id, next.key_id)
+  const after = await passed(verifier, pipeline.process(request({ key })))
+  t.equal(after.test, undefined, 'once the promotion is recorded the key signs deliverable signals')
+})
+
+t.test('a source past its share of the nonce store is refused at the rate step: a retry of an accepted signal still gets its 202, a bad body its 400', async (t) => {
+  const { verifier, makePipeline, request } = await setup(t)
+  // A quarter of 8: two live nonces for this source.
+  const pipeline = makePipeline({ maxLiveNonces: 8 })
+  const first = request()
+  await passed(verifier, pipeline.process(first))
+  await passed(verifier, pipeline.process(request()))
+  const retry = await passed(verifier, pipeline.process({ ...first, nonce: 'n-retry', nonceClaimed: false }))
+  t.equal(retry.deduplicated, true, 'the retry is answered by dedup')
+  const bad = request()
+  const badBody = Buffer.from(JSON.stringify({ ...JSON.parse(bad.body.toString()), severity: 'nope' }))
+  await t.rejects(passed(verifier, pipeline.process({ ...bad, body: badBody, json: { ok: true, value: JSON.parse(badBody.toString()) }, bodySha256: createHash('sha256').update(badBody).digest('hex') })), { code: 'invalid_severity' })
+  await t.rejects(passed(verifier, pipeline.process(request())), { code: 'rate_limited', retryAfter: 60 }, 'a new signal is refused')
+})
+
+t.test('a verify batch lost with its worker answers 503 not_ready, so the client retries, and is reported', async (t) => {
+  const { makePipeline, request, log } = await setup(t)
+  const warnings: string[] = []
+  const dying = { verify: () => Promise.reject(new Error('worker exited with code: 1')) }
+  const pipeline = makePipeline({ pool: dying as unknown as VerifyPool, onWarning: (m) => warnings.push(m) })
+  await t.rejects(pipeline.process(request()), { code: 'not_ready', status: 503, retryAfter: 1 })
+  t.same(warnings, ['a verify batch failed'])
+  t.equal(log.info().lastSeq, 0)
+})
+
+t.test('verified requests waiting for a stalled append fill their limit, and the pipeline then says no room until they are through', async (t) => {
+  const { verifier, makePipeline, request, log } = await setup(t)
+  const releases: Array<() => void> = []
+  const stalled = Object.create(log, {
+    append: { value: (id: string, data: Uint8Array) => new Promise<void>((resolve) => releases.push(resolve)).then(() => log.append(id, data)) },
+  })
+  const pipeline = makePipeline({ log: stalled, appendQueueLimit: 2 })
+  const first = passed(verifier, pipeline.process(request()))
+  t.ok(pipeline.hasRoom(), 'room while one waits')
+  await settle()
+  const second = passed(verifier, pipeline.process(request()))
+  await settle()
+  t.equal(pipeline.appending, 2)
+  t.notOk(pipeline.hasRoom(), 'no room with two waiting')
+  for (const release of releases) release()
+  await Promise.all([first, second])
+  t.equal(pipeline.appending, 0)
+  t.ok(pipeline.hasRoom(), 'room again once they are through')
 })

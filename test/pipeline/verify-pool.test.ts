@@ -6,7 +6,7 @@ const { privateKey, publicKey } = generateKeyPairSync('ed25519')
 const raw = publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
 
 t.test('the pool verifies valid signatures and refuses altered ones, across batches', async (t) => {
-  const pool = new VerifyPool({ threads: 2, batchSize: 8, queueLimit: 1000, maxWaitMs: 60_000 })
+  const pool = new VerifyPool({ threads: 2, batchSize: 8, queueLimit: 1000, maxWaitMs: 60_000, onError: (err) => t.fail(String(err)) })
   t.teardown(() => pool.close())
   const items = Array.from({ length: 100 }, (_, i) => {
     const message = Buffer.from(`POST\n/p\n2026-01-01T00:00:00Z\nn${i}\nabc`)
@@ -20,7 +20,7 @@ t.test('the pool verifies valid signatures and refuses altered ones, across batc
 })
 
 t.test('reserve refuses at the queue limit, counting reserved slots, and succeeds again once answered or released', async (t) => {
-  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10, maxWaitMs: 60_000 })
+  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10, maxWaitMs: 60_000, onError: (err) => t.fail(String(err)) })
   t.teardown(() => pool.close())
   const message = Buffer.from('m')
   const signature = sign(null, message, privateKey)
@@ -35,7 +35,7 @@ t.test('reserve refuses at the queue limit, counting reserved slots, and succeed
 })
 
 t.test('close finishes queued work and is safe to call twice', async (t) => {
-  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10, maxWaitMs: 60_000 })
+  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10, maxWaitMs: 60_000, onError: (err) => t.fail(String(err)) })
   const message = Buffer.from('m')
   pool.reserve()
   const pending = pool.verify({ publicKey: raw, message, signature: sign(null, message, privateKey) })
@@ -49,7 +49,7 @@ t.test('close finishes queued work and is safe to call twice', async (t) => {
 })
 
 t.test('new work is refused once the oldest queued request has waited longer than maxWaitMs, though slots are free', async (t) => {
-  const pool = new VerifyPool({ threads: 1, batchSize: 1, queueLimit: 100_000, maxWaitMs: 2 })
+  const pool = new VerifyPool({ threads: 1, batchSize: 1, queueLimit: 100_000, maxWaitMs: 2, onError: (err) => t.fail(String(err)) })
   t.teardown(() => pool.close())
   const message = Buffer.from('m')
   const signature = sign(null, message, privateKey)
@@ -63,7 +63,7 @@ t.test('new work is refused once the oldest queued request has waited longer tha
 })
 
 t.test('a key or signature of the wrong length is refused, never cut to fit the batch', async (t) => {
-  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10, maxWaitMs: 60_000 })
+  const pool = new VerifyPool({ threads: 1, batchSize: 4, queueLimit: 10, maxWaitMs: 60_000, onError: (err) => t.fail(String(err)) })
   t.teardown(() => pool.close())
   const message = Buffer.from('m')
   const signature = sign(null, message, privateKey)
