@@ -73,6 +73,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     fsync: config.JOURNAL_FSYNC,
     fsyncIntervalMs: config.JOURNAL_FSYNC_INTERVAL_MS,
     dedupWindowMs: 0,
+    // Records found whole in the cut were written but never synced, so none was acknowledged.
+    onRepair: (tail) => logger.warn({ tail }, 'signal log: cut a torn tail left by a crash'),
   })
   // Diagnostics only: never synced per record, old segments dropped, no dedup.
   const errorLog = await openJournal({

@@ -94,7 +94,12 @@ class JournalLog extends SignalLogBase {
       dedupWindowMs: o.dedupWindowMs,
       maxSegments: o.maxSegments,
       now: o.now(),
+      // Under 'always' only the batch being written can be unsynced at a crash (one
+      // batch at a time, at most MAX_BATCH_BYTES, or a single larger record); otherwise
+      // any amount can be.
+      maxTornBytes: o.fsync === 'always' ? MAX_BATCH_BYTES + MAX_RECORD_BYTES : Number.POSITIVE_INFINITY,
     })
+    if (rec.truncated !== undefined) o.onRepair(rec.truncated)
     const dedup = new DedupIndex(o.dedupWindowMs)
     for (const seed of rec.dedup) dedup.add(seed.id, seed.seq, seed.time)
     const writer = new SegmentWriter(

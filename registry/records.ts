@@ -65,6 +65,11 @@ export interface KeyRecord {
 /** Everything the registry persists, as one document. */
 export interface RegistrySnapshot {
   version: 1
+  /**
+   * Which change-log lines the file adapter's snapshot already holds: lines of an older
+   * generation are skipped on load (absent in files written before it was kept: 0).
+   */
+  generation?: number
   tokens: TokenRecord[]
   agents: AgentRecord[]
   sources: SourceRecord[]

@@ -15,9 +15,10 @@ const LOG_MIN_BYTES = 256 * 1024
  * the folder) and the log is emptied, so rewriting stays proportional to the changes.
  *
  * A `kill -9` at any point loses no acknowledged change: a torn last line was never
- * acknowledged and is cut off on load; a crash between a new snapshot and the emptied
- * log replays changes the snapshot already holds, which is harmless (each change
- * writes whole records, in order).
+ * acknowledged and is cut off on load. Each snapshot starts a new generation, and each
+ * log line carries the generation it was written in, so the lines of a log that a
+ * crash (or a failed truncation) left behind a newer snapshot are skipped on load: they
+ * are older than the snapshot, and replaying them would put back records it replaced.
  */
 export class RegistryFile implements RegistryStore {
   readonly #dir: string
@@ -26,6 +27,8 @@ export class RegistryFile implements RegistryStore {
   #log: FileHandle | undefined
   #logBytes = 0
   #snapshotBytes = 0
+  /** Generation of the snapshot on disk; log lines are written under it. */
+  #generation = 0
 
   constructor(dir: string) {
     this.#dir = dir
@@ -40,19 +43,22 @@ export class RegistryFile implements RegistryStore {
       snapshot = JSON.parse(text.toString('utf8')) as RegistrySnapshot
       if (snapshot.version !== 1) throw new Error(`${this.#path}: unknown registry version ${String(snapshot.version)}`)
       this.#snapshotBytes = text.length
+      this.#generation = snapshot.generation ?? 0
     }
     const log = await readIfPresent(this.#logPath)
     if (log === undefined) return snapshot
     const changes: RegistryChange[] = []
     let start = 0
     for (let end = log.indexOf(10, start); end >= 0; end = log.indexOf(10, start)) {
+      let line: LogLine
       try {
-        changes.push(JSON.parse(log.subarray(start, end).toString('utf8')) as RegistryChange)
+        line = JSON.parse(log.subarray(start, end).toString('utf8')) as LogLine
       } catch (err) {
         // Only the last line can be torn; a bad line with more after it is damage.
         if (log.indexOf(10, end + 1) >= 0) throw new Error(`${this.#logPath}: damaged change at byte ${start}`, { cause: err })
         break
       }
+      if ((line.generation ?? 0) >= this.#generation) changes.push(line)
       start = end + 1
     }
     if (start < log.length) {
@@ -70,7 +76,7 @@ export class RegistryFile implements RegistryStore {
   }
 
   async append(change: RegistryChange, current: () => RegistrySnapshot): Promise<void> {
-    const line = Buffer.from(`${JSON.stringify(change)}\n`)
+    const line = Buffer.from(`${JSON.stringify({ ...change, generation: this.#generation } satisfies LogLine)}\n`)
     if (this.#logBytes + line.length > Math.max(LOG_MIN_BYTES, this.#snapshotBytes)) return this.#compact(current)
     const log = await this.#openLog()
     try {
@@ -87,7 +93,10 @@ export class RegistryFile implements RegistryStore {
 
   /** Writes the whole state (the pending change included) as the snapshot, then empties the log. */
   async #compact(current: () => RegistrySnapshot): Promise<void> {
-    const doc = Buffer.from(JSON.stringify(current()))
+    // Moved on before the write: if it fails, whether or not the new snapshot landed,
+    // lines written from now on are newer than either snapshot and are replayed.
+    this.#generation += 1
+    const doc = Buffer.from(JSON.stringify({ ...current(), generation: this.#generation } satisfies RegistrySnapshot))
     await mkdir(this.#dir, { recursive: true })
     // Mode 600: the files hold token hashes.
     await replaceFileDurably(this.#path, this.#dir, doc, 0o600)
@@ -115,6 +124,9 @@ export class RegistryFile implements RegistryStore {
     return this.#log
   }
 }
+
+/** A change as the log holds it: with the generation it was written in (absent in older logs: 0). */
+type LogLine = RegistryChange & { generation?: number }
 
 async function readIfPresent(path: string): Promise<Buffer | undefined> {
   try {

@@ -5,6 +5,7 @@
  */
 import type { FsyncPolicy } from '../log.js'
 import { LogError } from '../log-error.js'
+import type { TornTail } from './journal-recovery.js'
 
 export interface JournalOptions {
   /** Folder the journal owns (created if missing). */
@@ -24,6 +25,8 @@ export interface JournalOptions {
   maxSegments?: number
   /** Clock, in ms since the epoch; for tests. */
   now?: () => number
+  /** Told what the opening cut from a torn tail, for the operator's log. */
+  onRepair?: (tail: TornTail) => void
 }
 
 export interface FilledJournalOptions {
@@ -34,6 +37,7 @@ export interface FilledJournalOptions {
   readonly dedupWindowMs: number
   readonly maxSegments: number
   readonly now: () => number
+  readonly onRepair: (tail: TornTail) => void
 }
 
 export const JOURNAL_DEFAULTS = {
@@ -46,7 +50,7 @@ export const JOURNAL_DEFAULTS = {
 const MIN_SEGMENT_BYTES = 1024
 
 const KNOWN = new Set([
-  'dir', 'fsync', 'fsyncIntervalMs', 'segmentBytes', 'dedupWindowMs', 'maxSegments', 'now',
+  'dir', 'fsync', 'fsyncIntervalMs', 'segmentBytes', 'dedupWindowMs', 'maxSegments', 'now', 'onRepair',
 ])
 const POLICIES: readonly FsyncPolicy[] = ['always', 'interval', 'never']
 
@@ -79,6 +83,9 @@ export function fillJournalOptions(opts: JournalOptions): FilledJournalOptions {
   if (opts.now !== undefined && typeof opts.now !== 'function') {
     throw invalid('journal option "now" must be a function returning ms since the epoch')
   }
+  if (opts.onRepair !== undefined && typeof opts.onRepair !== 'function') {
+    throw invalid('journal option "onRepair" must be a function')
+  }
   return {
     dir: opts.dir,
     fsync: opts.fsync,
@@ -87,6 +94,7 @@ export function fillJournalOptions(opts: JournalOptions): FilledJournalOptions {
     dedupWindowMs: opts.dedupWindowMs,
     maxSegments,
     now: opts.now ?? Date.now,
+    onRepair: opts.onRepair ?? (() => undefined),
   }
 }
 

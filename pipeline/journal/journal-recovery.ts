@@ -10,12 +10,17 @@
  * are written in order, so every acknowledged record lies before that point and
  * truncating there never drops one. Truncating (rather than skipping the bad bytes)
  * matters: new appends must not land after garbage that a later scan would stop at.
+ *
+ * A crash can garble only what was not yet synced: under 'always' that is the last
+ * batch. Valid records further than that past a bad one are not a torn tail but damage
+ * to acknowledged data, and the start stops rather than cutting them away.
  */
 import { mkdir, open, readdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { FileHandle } from 'node:fs/promises'
 import { syncDir, unlinkIfPresent } from './durable-fs.js'
 import { ioError, LogError } from '../log-error.js'
+import { decodeRecord, RECORD_MAGIC } from './record-codec.js'
 import { indexSegment, parseSegmentFileName, scanRecords, Segment } from './segment-file.js'
 
 export interface DedupSeed {
@@ -33,7 +38,18 @@ export interface RecoveredJournal {
   /** Ids inside the dedup window, oldest first. */
   readonly dedup: DedupSeed[]
   /** Set when a torn tail was cut off. */
-  readonly truncated?: { readonly path: string; readonly offset: number; readonly problem: string }
+  readonly truncated?: TornTail
+}
+
+/** What recovery cut from the end of the last segment. */
+export interface TornTail {
+  readonly path: string
+  readonly offset: number
+  /** Bytes cut. */
+  readonly bytes: number
+  readonly problem: string
+  /** Records that still checked out among the bytes cut (written, never synced). */
+  readonly validRecordsCut: number
 }
 
 export interface RecoveryOptions {
@@ -41,6 +57,8 @@ export interface RecoveryOptions {
   readonly dedupWindowMs: number
   readonly maxSegments: number
   readonly now: number
+  /** Most bytes a crash can leave unsynced at the end (the last batch); past it a bad record is damage. */
+  readonly maxTornBytes: number
 }
 
 export async function recoverJournal(opts: RecoveryOptions): Promise<RecoveredJournal> {
@@ -55,7 +73,7 @@ export async function recoverJournal(opts: RecoveryOptions): Promise<RecoveredJo
   const active = segments[segments.length - 1]!
   const inWindow = (time: number): boolean => opts.dedupWindowMs > 0 && opts.now - time < opts.dedupWindowMs
   const tailSeeds: DedupSeed[] = []
-  const { handle, truncated } = await recoverTail(active, (id, seq, time) => {
+  const { handle, truncated } = await recoverTail(active, opts.maxTornBytes, (id, seq, time) => {
     if (id !== '' && inWindow(time)) tailSeeds.push({ id, seq, time })
   })
 
@@ -160,8 +178,9 @@ async function indexSealed(seg: Segment, visit?: Parameters<typeof indexSegment>
 /** Scans the last segment, cutting it at the first bad record. Returns it open for appends. */
 async function recoverTail(
   seg: Segment,
+  maxTornBytes: number,
   visit: (id: string, seq: number, time: number) => void,
-): Promise<{ handle: FileHandle; truncated?: RecoveredJournal['truncated'] }> {
+): Promise<{ handle: FileHandle; truncated?: TornTail }> {
   let fh: FileHandle
   try {
     fh = await open(seg.path, 'r+')
@@ -181,17 +200,51 @@ async function recoverTail(
         visit(r.dedupId, r.seq, r.time)
       },
     })
-    const torn = res.end !== fileSize
-    if (torn) await fh.truncate(res.end)
+    let truncated: TornTail | undefined
+    if (res.end !== fileSize) {
+      const problem = res.problem ?? 'trailing bytes'
+      const after = await validRecordsAfter(fh, res.end, fileSize)
+      if (after.count > 0 && after.end - res.end > maxTornBytes) {
+        throw new LogError(
+          'log_corrupt',
+          `${seg.path}: bad record at byte ${res.end} (${problem}), followed by ${after.count} valid records up to byte ${after.end}: ` +
+            'more than a crash can leave unsynced, so this is damage to acknowledged records, not a torn tail. Nothing was cut; ' +
+            'restore the file from a copy, or move the bytes after the bad record aside to start without them',
+        )
+      }
+      await fh.truncate(res.end)
+      truncated = { path: seg.path, offset: res.end, bytes: fileSize - res.end, problem, validRecordsCut: after.count }
+    }
     // Synced whether or not it was cut: the cut must be on disk before new records follow
     // it, and records written before a crash but never synced (their clients got no 202)
     // are kept and answered as deduplicated on a retry, which promises durability.
     await fh.datasync()
-    return torn ? { handle: fh, truncated: { path: seg.path, offset: res.end, problem: res.problem ?? 'trailing bytes' } } : { handle: fh }
+    return truncated === undefined ? { handle: fh } : { handle: fh, truncated }
   } catch (err) {
     await fh.close().catch(() => undefined)
-    throw ioError(`recovering ${seg.path}`, err)
+    throw err instanceof LogError ? err : ioError(`recovering ${seg.path}`, err)
   }
+}
+
+/**
+ * Records that check out (magic, length, checksum) in `[from, to)`, found by trying
+ * every offset that starts with the magic: after a bad record its successors' offsets
+ * are unknown. Runs only when recovery found a bad record, over the rest of one segment.
+ */
+async function validRecordsAfter(fh: FileHandle, from: number, to: number): Promise<{ count: number; end: number }> {
+  const buf = Buffer.allocUnsafe(to - from)
+  const { bytesRead } = await fh.read(buf, 0, buf.length, from)
+  let count = 0
+  let end = from
+  for (let off = 1; off + 4 <= bytesRead; off++) {
+    if (buf.readUInt32LE(off) !== RECORD_MAGIC) continue
+    const res = decodeRecord(buf, off, bytesRead, false)
+    if (res.kind !== 'record') continue
+    count++
+    end = from + off + res.size
+    off += res.size - 1
+  }
+  return { count, end }
 }
 
 async function withHandle(seg: Segment, flags: string, op: (fh: FileHandle) => Promise<void>): Promise<void> {

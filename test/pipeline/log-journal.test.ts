@@ -98,11 +98,34 @@ t.test('a checksum mismatch in the last segment truncates the log from that reco
   // Flip one payload byte of record 15: its framing still parses, its CRC does not.
   file[sizeAt14 + 50]! ^= 0xff
   await writeFile(seg, file)
-  const again = await open()
+  const repairs: unknown[] = []
+  const again = await open({ onRepair: (tail) => repairs.push(tail) })
   t.equal(again.info().lastSeq, 14)
   t.equal((await allRecords(again)).length, 14)
   t.equal((await stat(seg)).size, sizeAt14)
   t.same(await again.append('next', bytes('next')), { seq: 15, duplicate: false })
+  t.match(repairs, [{ path: seg, offset: sizeAt14, bytes: file.length - sizeAt14, validRecordsCut: 5 }], 'the cut is reported, with the whole records it held')
+})
+
+t.test('a bad record followed by more valid records than one batch is damage, not a torn tail: the open fails and nothing is cut', async (t) => {
+  const { dir, open } = await journalDir(t)
+  const log = await open()
+  await appendN(log, 10)
+  const sizeAt10 = log.info().bytes
+  // 12 records of 800 KB: more than the 8 MiB batch (and one record) a crash can leave unsynced.
+  for (let i = 11; i <= 22; i++) await log.append(`big-${i}`, new Uint8Array(800 * 1024).fill(i))
+  await log.close()
+  const seg = await lastSegment(dir)
+  const file = await readFile(seg)
+  file[sizeAt10 + 40]! ^= 0xff
+  await writeFile(seg, file)
+  await t.rejects(open(), { code: 'log_corrupt', message: /followed by 11 valid records/ })
+  t.equal((await stat(seg)).size, file.length, 'nothing was cut')
+  // Under 'never' a crash can leave any amount unsynced, so the same bytes are a torn tail.
+  const repairs: Array<{ validRecordsCut: number }> = []
+  const lenient = await open({ fsync: 'never', onRepair: (tail) => repairs.push(tail) })
+  t.equal(lenient.info().lastSeq, 10)
+  t.equal(repairs[0]?.validRecordsCut, 11)
 })
 
 t.test('records roll into new segment files and reads cross segment boundaries', async (t) => {

@@ -84,3 +84,34 @@ t.test('once the log outgrows the snapshot the state is folded into a new snapsh
   t.equal(reopened.key(source.source_id, keys[0]!.key_id), undefined, 'a revoked record dropped for room stays dropped')
   t.equal(reopened.key(source.source_id, keys[999]!.key_id)?.record.state, 'revoked')
 })
+
+t.test('a crash between a new snapshot and the emptied log replays none of the old lines over it', async (t) => {
+  const dir = await folder(t)
+  const { registry, source, key } = await populated(dir)
+  const logPath = join(dir, 'registry.log')
+  const size = async () => (await stat(logPath)).size
+  const next = await registry.addKey(source.source_id, rawKey())
+  await registry.markTested(source.source_id, next.key_id)
+  // Fill the log to about 100 bytes short of the 256 KB at which a change compacts, so
+  // that the promotion (two key records, about 700 bytes) is the change that does.
+  const limit = 256 * 1024
+  while (limit - (await size()) > 3000) await registry.revokeKey(source.source_id, (await registry.addKey(source.source_id, rawKey())).key_id)
+  const s0 = await size()
+  await registry.createToken('renter', 'x')
+  const tokenLine = (await size()) - s0 - 1
+  while (limit - (await size()) > tokenLine + 128 + 200) await registry.createToken('renter', 'y'.repeat(128))
+  const pad = limit - (await size()) - tokenLine - 100
+  if (pad >= 1) await registry.createToken('renter', 'z'.repeat(Math.min(128, pad)))
+  const before = await readFile(logPath)
+  await registry.promoteKey(source.source_id, next.key_id)
+  t.ok((await size()) < before.length, 'the promotion compacted the registry')
+  // What a kill -9 between the snapshot rename and the log truncation leaves: the new snapshot and the old log.
+  await writeFile(logPath, before)
+  const reopened = await Registry.open(new RegistryFile(dir), 'admin-secret')
+  t.equal(reopened.key(source.source_id, next.key_id)?.record.state, 'active', 'the promotion holds')
+  t.equal(reopened.key(source.source_id, key.key_id)?.record.state, 'grace', 'and so does the move of the old key to grace')
+  const after = await reopened.addKey(source.source_id, rawKey())
+  const again = await Registry.open(new RegistryFile(dir), 'admin-secret')
+  t.ok(again.key(source.source_id, after.key_id), 'a change written after the stale lines is replayed')
+  t.equal(again.key(source.source_id, next.key_id)?.record.state, 'active')
+})
