@@ -58,24 +58,44 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
   }
 }
 
+/** Runs one start step and records how long it took, for the start-up log line. */
+function stepTimer(): { time<T>(name: string, step: () => Promise<T>): Promise<T>; readonly ms: Record<string, number> } {
+  const ms: Record<string, number> = {}
+  return {
+    ms,
+    async time(name, step) {
+      const t0 = performance.now()
+      try {
+        return await step()
+      } finally {
+        ms[name] = Math.round(performance.now() - t0)
+      }
+    },
+  }
+}
+
 async function startOnLockedDir(config: Config, logger: Logger, dataDir: string): Promise<RunningService> {
+  // Start time grows with the state read back from disk; operators see where it went.
+  const steps = stepTimer()
   const admin = await adminToken(config, dataDir)
   if (admin.file !== undefined) logger.info({ file: admin.file }, 'admin token is in this file')
 
-  const registry = await Registry.open(new RegistryFile(dataDir), admin.token)
+  const registry = await steps.time('registry', () => Registry.open(new RegistryFile(dataDir), admin.token))
   const dedupWindowMs = config.DEDUP_WINDOW_S * 1000
   const rateCeiling = { perSecond: config.INGEST_MAX_RATE_PER_S, burst: config.INGEST_MAX_BURST }
   // The pipeline's own dedup index decides before every append and is rebuilt from the
   // journal on start, so the journal keeps no second copy of the window in memory. The
   // dedup id is still written with each record, for consumers and the JetStream backend.
-  const signalLog: SignalLog = await openJournal({
-    dir: join(dataDir, 'journal'),
-    fsync: config.JOURNAL_FSYNC,
-    fsyncIntervalMs: config.JOURNAL_FSYNC_INTERVAL_MS,
-    dedupWindowMs: 0,
-    // Records found whole in the cut were written but never synced, so none was acknowledged.
-    onRepair: (tail) => logger.warn({ tail }, 'signal log: cut a torn tail left by a crash'),
-  })
+  const signalLog: SignalLog = await steps.time('journal', () =>
+    openJournal({
+      dir: join(dataDir, 'journal'),
+      fsync: config.JOURNAL_FSYNC,
+      fsyncIntervalMs: config.JOURNAL_FSYNC_INTERVAL_MS,
+      dedupWindowMs: 0,
+      // Records found whole in the cut were written but never synced, so none was acknowledged.
+      onRepair: (tail) => logger.warn({ tail }, 'signal log: cut a torn tail left by a crash'),
+    }),
+  )
   // Diagnostics only: never synced per record, old segments dropped, no dedup.
   const errorLog = await openJournal({
     dir: join(dataDir, 'ingest-errors'),
@@ -106,12 +126,14 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       else logger.warn({ err }, 'a verify worker failed and was replaced')
     },
   })
-  const history = await SignalIdHistory.open({
-    dir: join(dataDir, 'signal-ids'),
-    maxEntries: config.SIGNAL_ID_HISTORY_MAX,
-    log: signalLog,
-    onWarning: (message, err) => logger.warn({ err }, message),
-  })
+  const history = await steps.time('signal_id_history', () =>
+    SignalIdHistory.open({
+      dir: join(dataDir, 'signal-ids'),
+      maxEntries: config.SIGNAL_ID_HISTORY_MAX,
+      log: signalLog,
+      onWarning: (message, err) => logger.warn({ err }, message),
+    }),
+  )
   const pipeline = new IngestPipeline({
     log: signalLog,
     pool,
@@ -136,10 +158,10 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     onWriteError: (err) => logger.warn({ err }, 'ingest error record not written'),
   })
 
-  const started = Date.now()
-  const restored = await pipeline.rebuild()
-  for (const n of await errors.load(Date.now() - NONCE_WINDOW_MS)) pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
-  logger.info({ restored_signals: restored, nonces: pipeline.liveNonces, ms: Date.now() - started, journal: signalLog.info() }, 'state rebuilt from the journal')
+  const restored = await steps.time('dedup_and_nonces', () => pipeline.rebuild())
+  const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
+  for (const n of refused) pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
+  logger.info({ restored_signals: restored, nonces: pipeline.liveNonces, ms: steps.ms, journal: signalLog.info() }, 'state rebuilt from the journal')
 
   const sweeper = setInterval(() => pipeline.sweep(), 5_000).unref()
 

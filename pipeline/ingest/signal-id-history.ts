@@ -1,10 +1,11 @@
 import { randomBytes } from 'node:crypto'
-import { mkdir, readdir, readFile, unlink } from 'node:fs/promises'
+import { appendFile, mkdir, readdir, readFile, truncate, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { crc32c } from '../journal/crc32c.js'
-import { replaceFileDurably } from '../journal/durable-fs.js'
+import { replaceFileDurably, unlinkIfPresent } from '../journal/durable-fs.js'
 import type { SignalLog } from '../log.js'
 import { FingerprintSet } from './fingerprint-set.js'
+import { PendingFrame, readTailFrames, TAIL_FILE } from './history-tail.js'
 import { keyedHash64 } from './string-hash.js'
 
 /** Generations kept: the oldest goes whole once the newest fills, so memory stays within `maxEntries`. */
@@ -13,6 +14,8 @@ const SECRET_FILE = 'secret'
 const MAGIC = 0x31484953 // "SIH1", little-endian
 const HEADER_BYTES = 8
 const GENERATION_FILE = /^gen-(\d{1,16})-(\d{1,16})\.bin$/
+/** How often the generation under way is appended to its tail file: a crash costs a restart this much more reading. */
+const TAIL_WRITE_MS = 1000
 
 /** A signal's fingerprint, taken once per signal for both the look-up and the add. */
 export interface Fingerprint {
@@ -45,8 +48,9 @@ export interface SignalIdHistoryOptions {
  * Held as 64-bit keyed fingerprints (SHA-256 under a secret kept in `dir`, so creators
  * cannot choose ids that collide or pile up in one probe chain; a false "seen" needs a
  * 64-bit collision) in generations of `maxEntries / 8`. A full generation is sealed and
- * written to its own file once; the oldest is dropped when a ninth would begin. On
- * start the sealed files are read and the generation under way is rebuilt from the log.
+ * written to its own file once; the oldest is dropped when a ninth would begin. The
+ * generation under way is appended to a tail file every second (./history-tail.ts). On
+ * start the sealed files and the tail are read, and only what they miss comes from the log.
  */
 export class SignalIdHistory {
   readonly #o: SignalIdHistoryOptions
@@ -55,6 +59,11 @@ export class SignalIdHistory {
   readonly #sealed: Generation[] = []
   #current: Generation = { set: new FingerprintSet(), firstSeq: 0, lastSeq: 0 }
   readonly #hash = new Uint32Array(2)
+  /** Added to the generation under way since its tail was last written. */
+  readonly #pending = new PendingFrame()
+  #tailTimer: NodeJS.Timeout | undefined
+  /** A tail write failed: later frames would not chain, so none is written until the next generation. */
+  #tailBroken = false
   /** File writes and deletions, one after another. */
   #files: Promise<void> = Promise.resolve()
 
@@ -69,6 +78,8 @@ export class SignalIdHistory {
     const { secret, fresh } = await readOrCreateSecret(options.dir)
     const history = new SignalIdHistory(options, secret)
     await history.#load(fresh)
+    history.#writeTail()
+    history.#tailTimer = setInterval(() => history.#writeTail(), TAIL_WRITE_MS).unref()
     return history
   }
 
@@ -91,13 +102,30 @@ export class SignalIdHistory {
     const current = this.#current
     current.set.add(hi, lo)
     if (current.firstSeq === 0) current.firstSeq = seq
-    current.lastSeq = seq
+    current.lastSeq = Math.max(current.lastSeq, seq)
+    this.#pending.push(hi, lo, seq)
     if (current.set.size >= this.#perGeneration) this.#seal()
   }
 
-  /** Waits for the sealed generations' files. */
+  /** Writes what is pending and waits for every file. */
   async close(): Promise<void> {
+    clearInterval(this.#tailTimer)
+    this.#writeTail()
     await this.#files
+  }
+
+  #writeTail(): void {
+    if (this.#pending.empty) return
+    if (this.#tailBroken) return this.#pending.clear()
+    const frame = this.#pending.take(this.#current.firstSeq)
+    this.#files = this.#files.then(async () => {
+      try {
+        await appendFile(join(this.#o.dir, TAIL_FILE), frame)
+      } catch (err) {
+        this.#tailBroken = true
+        this.#o.onWarning('could not write the signal-id history tail: a restart reads this generation back from the log', err)
+      }
+    })
   }
 
   #seal(): void {
@@ -105,9 +133,13 @@ export class SignalIdHistory {
     this.#sealed.push(sealed)
     this.#current = { set: new FingerprintSet(), firstSeq: 0, lastSeq: 0 }
     const dropped = this.#sealed.length > GENERATIONS - 1 ? this.#sealed.shift() : undefined
+    // The sealed file holds all of it; the next generation's tail starts afresh.
+    this.#pending.clear()
+    this.#tailBroken = false
     this.#files = this.#files.then(async () => {
       try {
         await replaceFileDurably(join(this.#o.dir, fileName(sealed)), this.#o.dir, encode(sealed.set))
+        await unlinkIfPresent(join(this.#o.dir, TAIL_FILE))
         if (dropped !== undefined) await unlink(join(this.#o.dir, fileName(dropped)))
       } catch (err) {
         // The log still holds these signals: a restart without the file rebuilds them from it.
@@ -146,12 +178,39 @@ export class SignalIdHistory {
     const info = this.#o.log.info()
     const last = this.#sealed[this.#sealed.length - 1]
     let from = Math.max(last !== undefined ? last.lastSeq + 1 : info.lastSeq - this.#o.maxEntries + 1, info.firstSeq, 1)
+    if (!freshSecret) from = await this.#loadTail(from, info.lastSeq)
+    else await unlinkIfPresent(join(this.#o.dir, TAIL_FILE))
     for (;;) {
       const batch = await this.#o.log.read({ fromSeq: from }, 4096)
       if (batch.length === 0) break
       for (const r of batch) this.add(this.fingerprint(r.dedupId), r.seq)
       from = (batch[batch.length - 1] as { seq: number }).seq + 1
     }
+  }
+
+  /**
+   * Takes the generation under way from the tail file when it is the one that begins at
+   * `from`; returns where reading the log must go on from. A tail that does not fit is
+   * left over from before a seal or a lost generation file, and is deleted.
+   */
+  async #loadTail(from: number, logLastSeq: number): Promise<number> {
+    const path = join(this.#o.dir, TAIL_FILE)
+    let file: Buffer
+    try {
+      file = await readFile(path)
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return from
+      throw err
+    }
+    const tail = readTailFrames(file, logLastSeq)
+    if (tail.generationFirstSeq !== from) {
+      await unlinkIfPresent(path)
+      return from
+    }
+    // New frames must follow the last usable one, not bytes a crash left after it.
+    if (tail.usableBytes < file.length) await truncate(path, tail.usableBytes)
+    this.#current = { set: FingerprintSet.fromPairs(tail.pairs), firstSeq: from, lastSeq: tail.lastSeq }
+    return tail.lastSeq + 1
   }
 }
 

@@ -128,11 +128,11 @@ export function peekSeqTime(buf: Buffer, offset: number): { seq: number; time: n
   return { seq: readUint53(buf, offset + 12), time: readUint53(buf, offset + 20) }
 }
 
-function writeUint53(buf: Buffer, offset: number, value: number): void {
+export function writeUint53(buf: Buffer, offset: number, value: number): void {
   buf.writeUInt32LE(value % 0x1_0000_0000, offset)
   buf.writeUInt32LE(Math.floor(value / 0x1_0000_0000), offset + 4)
 }
 
-function readUint53(buf: Buffer, offset: number): number {
+export function readUint53(buf: Buffer, offset: number): number {
   return buf.readUInt32LE(offset) + buf.readUInt32LE(offset + 4) * 0x1_0000_0000
 }

@@ -14,8 +14,17 @@ import type { IndexEntry, Segment } from './segment-file.js'
 /** Covers the gap to the start point (one index interval) plus typical records. */
 const READ_CHUNK_BYTES = 128 * 1024
 
+/** Where recent reads of a segment stopped, newest last; a few readers may take turns. */
+const RESUME_POINTS = 4
+
 export class SegmentReader {
   readonly #segments: () => readonly Segment[]
+  /**
+   * A reader going through the log reads again from where its last read stopped. Resuming
+   * there skips the search for the start and, in a sealed segment not indexed yet, the
+   * scan of the whole segment that building its index costs.
+   */
+  readonly #resume = new WeakMap<Segment, IndexEntry[]>()
 
   constructor(segments: () => readonly Segment[]) {
     this.#segments = segments
@@ -49,7 +58,9 @@ export class SegmentReader {
       const fh = await openSegment(seg)
       if (fh === undefined) continue // removed by retention while this read ran
       try {
-        const entry = await startEntry(fh, seg, out.length === 0 ? start : { fromSeq: seg.firstSeq }, fromSeq)
+        const entry =
+          this.#resumePoint(seg, fromSeq, out.length === 0 && 'fromSeq' in start) ??
+          (await startEntry(fh, seg, out.length === 0 ? start : { fromSeq: seg.firstSeq }, fromSeq))
         const res = await scanRecords(fh, {
           from: entry.offset,
           to,
@@ -63,6 +74,7 @@ export class SegmentReader {
           },
         })
         if (res.problem !== undefined) throw corrupt(seg, res.end, res.problem)
+        this.#noteResumePoint(seg, { seq: res.nextSeq, time: Number.NaN, offset: res.end })
       } catch (err) {
         throw err instanceof LogError ? err : ioError(`reading ${seg.path}`, err)
       } finally {
@@ -70,6 +82,20 @@ export class SegmentReader {
       }
     }
     return out
+  }
+
+  /** Where a read from `fromSeq` can begin in `seg` because an earlier read stopped there. */
+  #resumePoint(seg: Segment, fromSeq: number, fromSeqRead: boolean): IndexEntry | undefined {
+    if (!fromSeqRead || fromSeq <= seg.firstSeq) return undefined
+    return this.#resume.get(seg)?.find((p) => p.seq === fromSeq)
+  }
+
+  #noteResumePoint(seg: Segment, point: IndexEntry): void {
+    // Kept also at the end of the durable part: a reader tailing the active segment resumes there.
+    const points = (this.#resume.get(seg) ?? []).filter((p) => p.seq !== point.seq)
+    points.push(point)
+    if (points.length > RESUME_POINTS) points.shift()
+    this.#resume.set(seg, points)
   }
 }
 

@@ -162,6 +162,47 @@ t.test('reads inside sealed segments work after reopen', async (t) => {
   t.equal((await allRecords(again)).length, 100)
 })
 
+t.test('a reader paging through a sealed segment resumes where its last page stopped, reading nothing past its pages', async (t) => {
+  const { dir, open } = await journalDir(t)
+  const log = await open({ segmentBytes: 32 * 1024, dedupWindowMs: 0 })
+  for (let i = 1; i <= 100; i++) await log.append(`p-${i}`, bytes(`rec ${i} `.padEnd(600, '~')))
+  await log.close()
+  // Damage record 40, in the first (sealed) segment: pages before it must not touch it.
+  const first = join(dir, (await segmentFiles(dir))[0]!)
+  const file = await readFile(first)
+  const at = file.indexOf('rec 40 ')
+  t.ok(at > 0)
+  file[at]! ^= 0xff
+  await writeFile(first, file)
+  const again = await open({ segmentBytes: 32 * 1024, dedupWindowMs: 0 })
+  const seqs: number[] = []
+  for (let from = 1; from < 36; from += 5) seqs.push(...(await again.read({ fromSeq: from }, 5)).map((r) => r.seq))
+  t.same(seqs, Array.from({ length: 35 }, (_, i) => i + 1), 'seven pages, each starting where the one before stopped')
+  await t.rejects(again.read({ fromSeq: 36 }, 5), { code: 'log_corrupt' }, 'the page reaching the damage finds it')
+})
+
+t.test('readers taking turns each resume at their own position', async (t) => {
+  const { open } = await journalDir(t)
+  const log = await open({ segmentBytes: 8 * 1024 })
+  for (let i = 1; i <= 120; i++) await log.append(`r-${i}`, bytes(`rec ${i}`.padEnd(300, '.')))
+  await log.close()
+  const again = await open({ segmentBytes: 8 * 1024 })
+  const cursors = [1, 20, 41, 77, 90]
+  const got: number[][] = cursors.map(() => [])
+  for (let round = 0; round < 12; round++) {
+    for (let c = 0; c < cursors.length; c++) {
+      const page = await again.read({ fromSeq: cursors[c]! }, 3 + c)
+      got[c]!.push(...page.map((r) => Number.parseInt(text(r.data).slice(4), 10)))
+      if (page.length > 0) cursors[c] = page.at(-1)!.seq + 1
+    }
+  }
+  const starts = [1, 20, 41, 77, 90]
+  for (let c = 0; c < starts.length; c++) {
+    const want = Array.from({ length: Math.min(12 * (3 + c), 121 - starts[c]!) }, (_, i) => starts[c]! + i)
+    t.same(got[c], want, `reader ${c} saw its records in order, none skipped or repeated`)
+  }
+})
+
 t.test('records close to the 1 MiB limit round-trip, in and across segments', async (t) => {
   const { open } = await journalDir(t)
   const big = (fill: number): Uint8Array => new Uint8Array(1024 * 1024 - 100).fill(fill)

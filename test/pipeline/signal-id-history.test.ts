@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, rm, unlink, writeFile } from 'node:fs/promises'
+import { appendFile, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -16,13 +16,27 @@ async function fixture(t: Test) {
   t.teardown(() => log.close())
   const historyDir = join(dir, 'signal-ids')
   const warnings: string[] = []
-  const open = () => SignalIdHistory.open({ dir: historyDir, maxEntries: MAX, log, onWarning: (m) => warnings.push(m) })
+  /** Records the history read back from the log since the last open. */
+  const readBack = { count: 0 }
+  const countingLog: SignalLog = {
+    ...log,
+    info: () => log.info(),
+    read: async (start, max) => {
+      const records = await log.read(start, max)
+      readBack.count += records.length
+      return records
+    },
+  }
+  const open = (over: SignalLog = countingLog) => {
+    readBack.count = 0
+    return SignalIdHistory.open({ dir: historyDir, maxEntries: MAX, log: over, onWarning: (m) => warnings.push(m) })
+  }
   /** Appends signals `from` to `to` (exclusive) to the log and to `history`, as the pipeline does. */
   const accept = async (history: SignalIdHistory, from: number, to: number) => {
     for (let i = from; i < to; i++) history.add(history.fingerprint(id(i)), (await log.append(id(i), Buffer.from('{}'))).seq)
   }
   const files = async () => (await readdir(historyDir)).filter((n) => n.startsWith('gen-')).sort()
-  return { log: log as SignalLog, historyDir, warnings, open, accept, files }
+  return { log: log as SignalLog, dir, historyDir, warnings, readBack, open, accept, files }
 }
 
 /** Which of signals 0 to `n` the history says it has seen. */
@@ -78,6 +92,75 @@ t.test('without its secret the history starts again from the log, as far back as
   const third = await open()
   t.same(seen(third, 100), range(30, 100), 'the files it wrote are read back under the new secret')
   t.equal((await files()).length, 7)
+})
+
+t.test('the generation under way comes back from its tail file: a restart reads from the log only what the tail misses', async (t) => {
+  const { log, open, accept, readBack, historyDir } = await fixture(t)
+  const first = await open()
+  await accept(first, 0, 75)
+  await first.close()
+  const second = await open()
+  t.equal(readBack.count, 0, 'seven sealed files and the tail cover all 75: nothing read from the log')
+  t.same(seen(second, 75), range(0, 75))
+  // Accepted after the last tail write, as a crash would leave them: only the log has them.
+  await accept(second, 75, 77)
+  for (let i = 77; i < 79; i++) await log.append(id(i), Buffer.from('{}'))
+  await second.close()
+  const third = await open()
+  t.equal(readBack.count, 2, 'the two the tail missed are read back from the log, and only they')
+  t.same(seen(third, 79), range(0, 79))
+  await accept(third, 79, 80)
+  t.same(seen(third, 80), range(10, 80), 'the generation the tail restored is sealed once full')
+  await third.close()
+  await t.rejects(stat(join(historyDir, 'tail.bin')), { code: 'ENOENT' }, 'a sealed generation takes its tail with it')
+})
+
+t.test('a damaged tail is used up to the damage and the rest comes from the log', async (t) => {
+  const { open, accept, readBack, historyDir } = await fixture(t)
+  const first = await open()
+  await accept(first, 0, 73)
+  await first.close()
+  const second = await open()
+  await accept(second, 73, 76)
+  await second.close()
+  const tail = join(historyDir, 'tail.bin')
+  const bytes = await readFile(tail)
+  // Two frames: seqs 71 to 73, then 74 to 76. Flip a fingerprint bit in the second.
+  bytes[bytes.length - 1] = (bytes[bytes.length - 1] as number) ^ 1
+  await writeFile(tail, bytes)
+  const third = await open()
+  t.equal(readBack.count, 3, 'the frame that fails its checksum is read back from the log')
+  t.same(seen(third, 76), range(0, 76))
+  await third.close()
+  const fourth = await open()
+  t.equal(readBack.count, 0, 'the damaged frame was cut and replaced by a good one')
+  t.same(seen(fourth, 76), range(0, 76))
+  await fourth.close()
+  await appendFile(tail, Buffer.from('torn frame'))
+  const fifth = await open()
+  t.equal(readBack.count, 0, 'torn bytes after the last frame cost nothing')
+  t.same(seen(fifth, 76), range(0, 76))
+  await fifth.close()
+})
+
+t.test('a tail frame past the end of the log is not trusted, since the log no longer holds that signal', async (t) => {
+  const { dir, open, accept, readBack } = await fixture(t)
+  const first = await open()
+  await accept(first, 0, 73)
+  await first.close()
+  const second = await open()
+  await accept(second, 73, 75)
+  await second.close()
+  // A log cut back to 74 records, its 74th a different signal than the tail remembers.
+  const shorter = await openJournal({ dir: join(dir, 'journal-2'), fsync: 'never', dedupWindowMs: 0 })
+  t.teardown(() => shorter.close())
+  for (let i = 0; i < 73; i++) await shorter.append(id(i), Buffer.from('{}'))
+  await shorter.append('src_a/other-signal', Buffer.from('{}'))
+  const third = await open(shorter)
+  t.same(seen(third, 75), range(0, 73), 'signals 73 and 74 are forgotten with the frame that named them')
+  t.ok(third.has(third.fingerprint('src_a/other-signal')), 'the log record at their place is read back instead')
+  t.equal(readBack.count, 0, 'the uncounted log was the one read')
+  await third.close()
 })
 
 t.test('a fingerprint set holds what was added, and survives its pairs', async (t) => {
