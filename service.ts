@@ -158,13 +158,11 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     onWriteError: (err) => logger.warn({ err }, 'ingest error record not written'),
   })
 
-  const restored = await steps.time('dedup_and_nonces', () => pipeline.rebuild())
   const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
-  for (const n of refused) pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
-  logger.info({ restored_signals: restored, nonces: pipeline.liveNonces, ms: steps.ms, journal: signalLog.info() }, 'state rebuilt from the journal')
 
-  const sweeper = setInterval(() => pipeline.sweep(), 5_000).unref()
-
+  // Listening before the rebuild, which takes seconds with a full dedup window: /healthz
+  // answers meanwhile and ingest gets 503 not_ready until the nonces and dedup are back.
+  let starting = true
   const gateway = await startGateway({
     host: config.HOST,
     port: config.PORT,
@@ -178,8 +176,20 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     errors,
     logger,
     isReady: () => !failed,
+    isStarting: () => starting,
   })
-  logger.info({ port: gateway.port, data_dir: dataDir, verify_threads: pool.threads, fsync: config.JOURNAL_FSYNC }, 'gateway listening')
+  logger.info({ port: gateway.port, data_dir: dataDir }, 'gateway listening; signals wait for the state to be rebuilt')
+  try {
+    const restored = await steps.time('dedup_and_nonces', () => pipeline.rebuild())
+    for (const n of refused) pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
+    logger.info({ restored_signals: restored, nonces: pipeline.liveNonces, ms: steps.ms, journal: signalLog.info() }, 'state rebuilt from the journal')
+  } catch (err) {
+    await gateway.drain(0)
+    throw err
+  }
+  starting = false
+  const sweeper = setInterval(() => pipeline.sweep(), 5_000).unref()
+  logger.info({ port: gateway.port, data_dir: dataDir, verify_threads: pool.threads, fsync: config.JOURNAL_FSYNC }, 'gateway ready')
 
   let stopping: Promise<void> | undefined
   return {

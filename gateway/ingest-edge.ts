@@ -24,6 +24,8 @@ export interface IngestEdgeParts {
   readonly logger: Logger
   readonly now: () => number
   readonly isDraining: () => boolean
+  /** True until the nonce and dedup state is rebuilt from the journal. */
+  readonly isStarting: () => boolean
   readonly track: (reply: Reply) => void
   /** Refusals per code since the last summary line. */
   readonly refusals: Map<string, number>
@@ -89,7 +91,9 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     const draining = parts.isDraining()
     const error = draining
       ? new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
-      : slowUpload
+      : parts.isStarting()
+        ? new ApiError('not_ready', 'the gateway is starting: it rebuilds its nonce and dedup state from the signal log first; retry', { retryAfter: 1 })
+        : slowUpload
         ? new ApiError('overloaded', 'too many request bodies are arriving slowly; send the body with the head, or retry', { retryAfter: 1 })
         : new ApiError('overloaded', 'the gateway is at capacity (verification or the signal log); retry', { retryAfter: 1 })
     parts.metrics.refused(error.code)
@@ -99,7 +103,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
   return (reply, req, res) => {
     const receivedAtMs = parts.now()
     parts.track(reply)
-    if (parts.isDraining() || !pool.hasRoom() || !parts.pipeline.hasRoom()) return shed(reply)
+    if (parts.isDraining() || parts.isStarting() || !pool.hasRoom() || !parts.pipeline.hasRoom()) return shed(reply)
     const path = req.getUrl()
     const urlSourceId = req.getParameter(0) ?? ''
     const headers = collectIngestHeaders(req)

@@ -35,6 +35,13 @@ export interface GatewayOptions {
   readonly logger: Logger
   /** False once the signal log has failed for good (draining is checked separately). */
   readonly isReady: () => boolean
+  /**
+   * True while the service rebuilds its nonce and dedup state from the signal log: the
+   * gateway already listens, so /healthz answers (a liveness probe must not kill a long
+   * start), /readyz says `starting`, ingest gets 503 `not_ready`; the control plane,
+   * whose registry is loaded, is served.
+   */
+  readonly isStarting: () => boolean
 }
 
 export interface Gateway {
@@ -91,6 +98,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       logger: options.logger,
       now: Date.now,
       isDraining,
+      isStarting: options.isStarting,
       track,
       refusals,
       metrics,
@@ -105,8 +113,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   getRoute(parts, '/healthz', (reply) => reply.send(200, { ok: true, data: { status: 'alive' } }))
   getRoute(parts, '/readyz', (reply) => {
-    if (!draining && options.isReady()) reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending } })
-    else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : 'starting', { retryAfter: 1 }))
+    if (!draining && !options.isStarting() && options.isReady()) reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending } })
+    else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : options.isStarting() ? 'starting' : 'the signal log failed', { retryAfter: 1 }))
   })
   getRoute(parts, '/metrics', (reply, req) => {
     const principal = requestPrincipal(options.registry, req)

@@ -8,6 +8,7 @@ import { call, payload, provision, push } from '../helpers/api.js'
 import { rawRequest, requestBytes } from '../helpers/raw-http.js'
 import { signPush } from '../../sdk/signing.js'
 import { startGateway } from '../helpers/gateway-process.js'
+import { openJournal } from '../../pipeline/index.js'
 
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
 
@@ -17,6 +18,47 @@ t.test('healthz says alive and readyz says ready', async (t) => {
   const ready = await fetch(`${gw.url}/readyz`)
   t.equal(ready.status, 200)
   t.equal(((await ready.json()) as any).data.status, 'ready')
+})
+
+t.test('while the state is rebuilt the gateway listens: healthz alive, readyz starting, ingest 503 not_ready; then the retry of a signal gets its deduplicated 202', async (t) => {
+  const gw = await startGateway(t)
+  const src = await provision(gw)
+  const signal = payload(src.sourceId)
+  const first = await push(gw, src.sign(signal))
+  t.equal(first.status, 202)
+  gw.proc.kill('SIGTERM')
+  await gw.exited()
+  // Other signals inside the dedup window, enough that rebuilding takes a while.
+  const journal = await openJournal({ dir: join(gw.dataDir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
+  const now = new Date().toISOString()
+  const appends: Promise<unknown>[] = []
+  for (let i = 0; i < 150_000; i++) {
+    const record = { v: 1, source_id: 'src_filler', signal_id: `filler-${i}`, key_id: 'key_filler', test: false, received_at: now, emitted_at: now, token: 'x', severity: 'low', confidence: null, note: null, idempotency_key: null, body_sha256: '0'.repeat(64), request_timestamp: '0', nonce: `nonce-${i}`, signature: '', body: '{}' }
+    appends.push(journal.append(`src_filler/filler-${i}`, Buffer.from(JSON.stringify(record))))
+    if (appends.length === 5000) await Promise.all(appends.splice(0))
+  }
+  await Promise.all(appends)
+  await journal.close()
+
+  const again = await startGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken, until: 'listening' })
+  t.equal((await fetch(`${again.url}/healthz`)).status, 200, 'alive while starting')
+  const readyz = await fetch(`${again.url}/readyz`)
+  t.equal(readyz.status, 503)
+  t.equal(((await readyz.json()) as any).error.message, 'starting')
+  const early = await push(again, src.sign(signal))
+  t.equal(early.status, 503, 'a signal is not judged before the dedup state is back')
+  t.equal(early.body.error.code, 'not_ready')
+  t.equal(early.headers.get('retry-after'), '1')
+  const tokens = await call(again.url, 'GET', '/v1/admin/tokens', { token: again.adminToken })
+  t.equal(tokens.status, 200, 'the control plane is served meanwhile')
+  t.notOk(again.output.some((l) => l.includes('"gateway ready"')), 'all of the above happened before the gateway was ready')
+
+  for (let i = 0; i < 600 && !again.output.some((l) => l.includes('"gateway ready"')); i++) await new Promise((r) => setTimeout(r, 50))
+  t.equal((await fetch(`${again.url}/readyz`)).status, 200)
+  const retry = await push(again, src.sign(signal))
+  t.equal(retry.status, 202)
+  t.equal(retry.body.deduplicated, true, 'the retry is recognised: the state was rebuilt before signals were taken')
+  t.equal(retry.body.received_at, first.body.received_at)
 })
 
 t.test('a bad variable stops the start with a message naming it', async (t) => {

@@ -27,12 +27,14 @@ interface Teardown {
 /**
  * Starts the built service (`dist/main.js`, built by `npm test`'s pretest) as a real
  * child process on a random port with a throwaway data folder, and stops it when the
- * test ends. Pass `dataDir` to restart on the same state.
+ * test ends. Pass `dataDir` to restart on the same state. Resolves once the gateway is
+ * ready (its state rebuilt), or with `until: 'listening'` as soon as it listens.
  */
 export async function startGateway(
   t: Teardown,
-  options: { dataDir?: string; env?: Record<string, string>; adminToken?: string; fileSizeLimitBytes?: number } = {},
+  options: { dataDir?: string; env?: Record<string, string>; adminToken?: string; fileSizeLimitBytes?: number; until?: 'listening' | 'ready' } = {},
 ): Promise<GatewayProcess> {
+  const awaited = options.until === 'listening' ? '"gateway listening' : '"gateway ready"'
   const dataDir = options.dataDir ?? (await mkdtemp(join(tmpdir(), 'sgw-test-')))
   if (options.dataDir === undefined) t.teardown(() => rm(dataDir, { recursive: true, force: true }))
   const adminToken = options.adminToken ?? `admin_${randomBytes(16).toString('hex')}`
@@ -64,7 +66,7 @@ export async function startGateway(
         const line = buffered.slice(0, nl)
         buffered = buffered.slice(nl + 1)
         output.push(line)
-        if (line.includes('"gateway listening"')) {
+        if (line.includes(awaited)) {
           clearTimeout(timer)
           resolve((JSON.parse(line) as { port: number }).port)
         }
