@@ -58,11 +58,11 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
   }
 }
 
-/** Runs one start step and records how long it took, for the start-up log line. */
-function stepTimer(): { time<T>(name: string, step: () => Promise<T>): Promise<T>; readonly ms: Record<string, number> } {
+/** Times the start's steps for the start-up log line: each one, and the whole start so far. */
+function stepTimer(): { time<T>(name: string, step: () => Promise<T>): Promise<T>; report(): Record<string, number> } {
+  const started = performance.now()
   const ms: Record<string, number> = {}
   return {
-    ms,
     async time(name, step) {
       const t0 = performance.now()
       try {
@@ -71,6 +71,7 @@ function stepTimer(): { time<T>(name: string, step: () => Promise<T>): Promise<T
         ms[name] = Math.round(performance.now() - t0)
       }
     },
+    report: () => ({ ...ms, total: Math.round(performance.now() - started) }),
   }
 }
 
@@ -182,7 +183,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   try {
     const restored = await steps.time('dedup_and_nonces', () => pipeline.rebuild())
     for (const n of refused) pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
-    logger.info({ restored_signals: restored, nonces: pipeline.liveNonces, ms: steps.ms, journal: signalLog.info() }, 'state rebuilt from the journal')
+    logger.info({ restored_signals: restored, nonces: pipeline.liveNonces, ms: steps.report(), journal: signalLog.info() }, 'state rebuilt from the journal')
   } catch (err) {
     await gateway.drain(0)
     throw err

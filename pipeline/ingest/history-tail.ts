@@ -9,10 +9,12 @@
  * cover is read from the log, as it was before the file existed.
  *
  * Frame: magic u32, count u32, the generation's first seq, the frame's first and last
- * seqs (u64 each), CRC-32C u32 of the rest, then `count` fingerprints as (hi, lo) u32
- * pairs. Little-endian throughout. Frames chain: each starts right after the one before,
- * the first at the generation's start, so a frame lost to a failed write ends the
- * usable prefix instead of leaving a silent gap.
+ * seqs (u64 each), CRC-32C u32 of everything after the magic but itself, then `count`
+ * fingerprints as (hi, lo) u32 pairs, one for each seq of the frame in order. Little-
+ * endian throughout. Frames chain: each starts right after the one before, the first at
+ * the generation's start, so a frame lost to a failed write ends the usable prefix
+ * instead of leaving a silent gap. (The history writes no frame once an add skips a seq
+ * or comes late, for the same reason.)
  */
 import { crc32c } from '../journal/crc32c.js'
 import { readUint53, writeUint53 } from '../journal/record-codec.js'
@@ -99,7 +101,7 @@ export function readTailFrames(file: Buffer, logLastSeq: number): TailFrames {
     const frameFirst = readUint53(file, off + 16)
     const frameLast = readUint53(file, off + 24)
     const chained = bodies.length === 0 ? frameFirst === generation : generation === generationFirstSeq && frameFirst === lastSeq + 1
-    if (!chained || frameLast < frameFirst || frameLast > logLastSeq) break
+    if (!chained || frameLast - frameFirst + 1 !== count || frameLast > logLastSeq) break
     generationFirstSeq = generation
     lastSeq = frameLast
     bodies.push(file.subarray(off + HEADER_BYTES, end))

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import { appendFile, mkdir, readdir, readFile, truncate, unlink } from 'node:fs/promises'
+import { appendFile, mkdir, open, readdir, readFile, rm, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
 import { crc32c } from '../journal/crc32c.js'
 import { replaceFileDurably, unlinkIfPresent } from '../journal/durable-fs.js'
@@ -100,6 +100,9 @@ export class SignalIdHistory {
   /** Remembers a signal the log now holds at `seq`. */
   add({ hi, lo }: Fingerprint, seq: number): void {
     const current = this.#current
+    // The tail's frames claim every seq in their range: one that skips or comes late
+    // ends the frames of this generation (a restart reads the rest from the log).
+    if (current.firstSeq !== 0 && seq !== current.lastSeq + 1) this.#tailBroken = true
     current.set.add(hi, lo)
     if (current.firstSeq === 0) current.firstSeq = seq
     current.lastSeq = Math.max(current.lastSeq, seq)
@@ -136,19 +139,27 @@ export class SignalIdHistory {
     // The sealed file holds all of it; the next generation's tail starts afresh.
     this.#pending.clear()
     this.#tailBroken = false
+    this.#writeSealed(sealed, async () => {
+      await unlinkIfPresent(join(this.#o.dir, TAIL_FILE))
+      if (dropped !== undefined) await unlink(join(this.#o.dir, fileName(dropped)))
+    })
+  }
+
+  /** Writes a sealed generation's file, then `after`, in turn with the other file work. */
+  #writeSealed(sealed: Generation, after: () => Promise<void> = async () => undefined): void {
     this.#files = this.#files.then(async () => {
       try {
         await replaceFileDurably(join(this.#o.dir, fileName(sealed)), this.#o.dir, encode(sealed.set))
-        await unlinkIfPresent(join(this.#o.dir, TAIL_FILE))
-        if (dropped !== undefined) await unlink(join(this.#o.dir, fileName(dropped)))
+        await after()
       } catch (err) {
-        // The log still holds these signals: a restart without the file rebuilds them from it.
+        // The log still holds these signals: a restart without the file reads them back from it.
         this.#o.onWarning('could not write a signal-id history file', err)
       }
     })
   }
 
   async #load(freshSecret: boolean): Promise<void> {
+    const info = this.#o.log.info()
     const files = (await readdir(this.#o.dir))
       .map((name) => ({ name, m: GENERATION_FILE.exec(name) }))
       .filter((f): f is { name: string; m: RegExpExecArray } => f.m !== null)
@@ -158,40 +169,82 @@ export class SignalIdHistory {
     const kept = freshSecret ? [] : files.slice(-(GENERATIONS - 1))
     for (const f of files.slice(0, files.length - kept.length)) await unlink(join(this.#o.dir, f.name)).catch(() => undefined)
     for (const f of kept) {
-      const set = decode(await readFile(join(this.#o.dir, f.name)))
+      // Under fsync 'interval' or 'never' a file can reach the disk before the records it
+      // names: after a power cut it describes signals the log no longer holds, at seqs
+      // new signals will take.
+      const problem = f.lastSeq > info.lastSeq ? 'reaches past the end of the signal log' : undefined
+      const set = problem === undefined ? await this.#readGeneration(f.name) : undefined
       if (set === undefined) {
-        this.#o.onWarning(`signal-id history file ${f.name} is damaged: dropped, with the generations before it`, undefined)
+        this.#o.onWarning(`signal-id history file ${f.name} ${problem ?? 'is damaged or unreadable'}: dropped, and what the log still holds of it is read back`, undefined)
         await unlink(join(this.#o.dir, f.name)).catch(() => undefined)
         continue
       }
       this.#sealed.push({ set, firstSeq: f.firstSeq, lastSeq: f.lastSeq })
     }
-    // Only the newest unbroken run of generations is kept: a damaged file leaves a gap,
-    // and what lies before it is older than what the log is read back for below.
-    let run = this.#sealed.length
-    while (run > 1 && (this.#sealed[run - 2] as Generation).lastSeq + 1 === (this.#sealed[run - 1] as Generation).firstSeq) run--
-    if (run > 1) {
-      for (const g of this.#sealed.splice(0, run - 1)) await unlink(join(this.#o.dir, fileName(g))).catch(() => undefined)
-    }
+    await this.#fillGaps()
     // What no file covers is read from the log: after the last file, or with none, as far
     // back as the history reaches.
-    const info = this.#o.log.info()
     const last = this.#sealed[this.#sealed.length - 1]
     let from = Math.max(last !== undefined ? last.lastSeq + 1 : info.lastSeq - this.#o.maxEntries + 1, info.firstSeq, 1)
     if (!freshSecret) from = await this.#loadTail(from, info.lastSeq)
     else await unlinkIfPresent(join(this.#o.dir, TAIL_FILE))
+    await this.#readLog(from, Number.POSITIVE_INFINITY, (fingerprint, seq) => this.add(fingerprint, seq))
+  }
+
+  async #readGeneration(name: string): Promise<FingerprintSet | undefined> {
+    try {
+      return decode(await readFile(join(this.#o.dir, name)))
+    } catch {
+      return undefined
+    }
+  }
+
+  /**
+   * A generation file that is missing (its write failed, or it was dropped above) leaves
+   * a gap between its neighbours. The gap is read back from the log as a generation of
+   * its own, so an id the log still holds is not forgotten. Files that overlap are not
+   * from one history: only the newest run that does not is kept.
+   */
+  async #fillGaps(): Promise<void> {
+    const sealed = this.#sealed
+    let run = sealed.length
+    while (run > 1 && (sealed[run - 2] as Generation).lastSeq < (sealed[run - 1] as Generation).firstSeq) run--
+    if (run > 1) for (const g of sealed.splice(0, run - 1)) await unlink(join(this.#o.dir, fileName(g))).catch(() => undefined)
+    for (let i = 1; i < sealed.length; i++) {
+      const before = sealed[i - 1] as Generation
+      const after = sealed[i] as Generation
+      if (before.lastSeq + 1 === after.firstSeq) continue
+      const gap: Generation = { set: new FingerprintSet(), firstSeq: before.lastSeq + 1, lastSeq: after.firstSeq - 1 }
+      await this.#readLog(gap.firstSeq, gap.lastSeq, ({ hi, lo }) => gap.set.add(hi, lo))
+      sealed.splice(i, 0, gap)
+      i++
+      this.#writeSealed(gap)
+    }
+    while (sealed.length > GENERATIONS - 1) {
+      const dropped = sealed.shift() as Generation
+      await unlink(join(this.#o.dir, fileName(dropped))).catch(() => undefined)
+    }
+  }
+
+  /** Feeds the fingerprints of the log's records from `from` to `to` (both included). */
+  async #readLog(from: number, to: number, add: (fingerprint: Fingerprint, seq: number) => void): Promise<void> {
     for (;;) {
-      const batch = await this.#o.log.read({ fromSeq: from }, 4096)
-      if (batch.length === 0) break
-      for (const r of batch) this.add(this.fingerprint(r.dedupId), r.seq)
+      const batch = await this.#o.log.read({ fromSeq: from }, Math.min(4096, to - from + 1))
+      for (const r of batch) {
+        if (r.seq > to) return
+        add(this.fingerprint(r.dedupId), r.seq)
+      }
+      if (batch.length === 0) return
       from = (batch[batch.length - 1] as { seq: number }).seq + 1
     }
   }
 
   /**
    * Takes the generation under way from the tail file when it is the one that begins at
-   * `from`; returns where reading the log must go on from. A tail that does not fit is
-   * left over from before a seal or a lost generation file, and is deleted.
+   * `from` and its last frame names the log's record at that seq; returns where reading
+   * the log must go on from. Any other tail is left over (from before a seal, a lost
+   * generation file, or a log that a power cut took back and new signals refilled) and
+   * is deleted; being a cache, a tail that cannot be read costs only reading the log.
    */
   async #loadTail(from: number, logLastSeq: number): Promise<number> {
     const path = join(this.#o.dir, TAIL_FILE)
@@ -200,17 +253,38 @@ export class SignalIdHistory {
       file = await readFile(path)
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return from
-      throw err
+      this.#o.onWarning('could not read the signal-id history tail: its generation is read back from the log', err)
+      await rm(path, { recursive: true, force: true }).catch(() => undefined)
+      return from
     }
     const tail = readTailFrames(file, logLastSeq)
-    if (tail.generationFirstSeq !== from) {
+    if (tail.generationFirstSeq !== from || !(await this.#endsAtLogRecord(tail.pairs, tail.lastSeq))) {
       await unlinkIfPresent(path)
       return from
     }
-    // New frames must follow the last usable one, not bytes a crash left after it.
-    if (tail.usableBytes < file.length) await truncate(path, tail.usableBytes)
+    // New frames must follow the last usable one, not bytes a crash left after it; synced,
+    // so that a power cut cannot bring back frames of seqs new signals will take.
+    if (tail.usableBytes < file.length) await truncateDurably(path, tail.usableBytes)
     this.#current = { set: FingerprintSet.fromPairs(tail.pairs), firstSeq: from, lastSeq: tail.lastSeq }
     return tail.lastSeq + 1
+  }
+
+  /** Whether the last fingerprint of `pairs` is the one of the log's record at `seq`. */
+  async #endsAtLogRecord(pairs: Uint32Array, seq: number): Promise<boolean> {
+    const [record] = await this.#o.log.read({ fromSeq: seq }, 1)
+    if (record === undefined || record.seq !== seq) return false
+    const { hi, lo } = this.fingerprint(record.dedupId)
+    return pairs[pairs.length - 2] === hi && pairs[pairs.length - 1] === lo
+  }
+}
+
+async function truncateDurably(path: string, length: number): Promise<void> {
+  const fh = await open(path, 'r+')
+  try {
+    await fh.truncate(length)
+    await fh.datasync()
+  } finally {
+    await fh.close()
   }
 }
 

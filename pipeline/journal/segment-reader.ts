@@ -22,7 +22,9 @@ export class SegmentReader {
   /**
    * A reader going through the log reads again from where its last read stopped. Resuming
    * there skips the search for the start and, in a sealed segment not indexed yet, the
-   * scan of the whole segment that building its index costs.
+   * scan of the whole segment that building its index costs (so damage in a sealed
+   * segment is found when a read reaches it, not before). With more readers than
+   * RESUME_POINTS in one segment, the oldest point goes and its reader searches again.
    */
   readonly #resume = new WeakMap<Segment, IndexEntry[]>()
 
@@ -91,7 +93,7 @@ export class SegmentReader {
   }
 
   #noteResumePoint(seg: Segment, point: IndexEntry): void {
-    // Kept also at the end of the durable part: a reader tailing the active segment resumes there.
+    // Kept also at the end of what the segment holds now: a reader tailing the active segment resumes there.
     const points = (this.#resume.get(seg) ?? []).filter((p) => p.seq !== point.seq)
     points.push(point)
     if (points.length > RESUME_POINTS) points.shift()

@@ -1,4 +1,4 @@
-import { appendFile, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, unlink, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
@@ -66,17 +66,46 @@ t.test('after a restart the sealed generations come from their files and the one
   await second.close()
 })
 
-t.test('a damaged file is not trusted: the generations before it are dropped and the log is read after the newest intact run', async (t) => {
-  const { open, accept, files, historyDir, warnings } = await fixture(t)
+t.test('a damaged or missing generation file is read back from the log, so no id the log holds is forgotten', async (t) => {
+  const { open, accept, files, historyDir, warnings, readBack } = await fixture(t)
   const first = await open()
   await accept(first, 0, 70)
   await first.close()
   const names = await files()
   await writeFile(join(historyDir, names[3]!), 'not a generation')
+  await unlink(join(historyDir, names[5]!))
   const second = await open()
-  t.same(seen(second, 70), range(40, 70), 'the three generations after the damaged one, nothing older')
+  t.same(seen(second, 70), range(0, 70), 'all 70: five generations from their files, two from the log')
+  t.equal(readBack.count, 20, 'only the two missing generations were read')
   t.match(warnings, [/damaged/])
-  t.equal((await files()).length, 3, 'the damaged file and the ones before it are gone')
+  await second.close()
+  t.same(await files(), names, 'both were written again')
+  const third = await open()
+  t.equal(readBack.count, 0)
+  t.same(seen(third, 70), range(0, 70))
+  await third.close()
+})
+
+t.test('a generation file reaching past the end of the log is dropped: a power cut took back signals it names', async (t) => {
+  const { dir, open, accept, files, historyDir, warnings } = await fixture(t)
+  const first = await open()
+  await accept(first, 0, 30)
+  await first.close()
+  // The log as a power cut under fsync never could leave it: 25 of the 30, then 5 other signals at the same seqs.
+  const shorter = await openJournal({ dir: join(dir, 'journal-2'), fsync: 'never', dedupWindowMs: 0 })
+  t.teardown(() => shorter.close())
+  for (let i = 0; i < 25; i++) await shorter.append(id(i), Buffer.from('{}'))
+  const second = await open(shorter)
+  t.match(warnings, [/gen-21-30\.bin reaches past the end of the signal log/])
+  t.same(seen(second, 30), range(0, 25), 'the five the log lost are not taken for used')
+  for (let i = 0; i < 5; i++) second.add(second.fingerprint(`src_a/other-${i}`), (await shorter.append(`src_a/other-${i}`, Buffer.from('{}'))).seq)
+  await second.close()
+  t.same((await files()).length, 3, 'the last generation is sealed again from what the log now holds')
+  const third = await open(shorter)
+  for (let i = 0; i < 5; i++) t.ok(third.has(third.fingerprint(`src_a/other-${i}`)), `other-${i}, at a seq the dropped file named, is remembered`)
+  t.same(seen(third, 30), range(0, 25))
+  await third.close()
+  t.ok(historyDir)
 })
 
 t.test('without its secret the history starts again from the log, as far back as it reaches', async (t) => {
@@ -100,14 +129,14 @@ t.test('the generation under way comes back from its tail file: a restart reads 
   await accept(first, 0, 75)
   await first.close()
   const second = await open()
-  t.equal(readBack.count, 0, 'seven sealed files and the tail cover all 75: nothing read from the log')
+  t.equal(readBack.count, 1, 'seven sealed files and the tail cover all 75: only the record the tail ends at is read, to check it')
   t.same(seen(second, 75), range(0, 75))
   // Accepted after the last tail write, as a crash would leave them: only the log has them.
   await accept(second, 75, 77)
   for (let i = 77; i < 79; i++) await log.append(id(i), Buffer.from('{}'))
   await second.close()
   const third = await open()
-  t.equal(readBack.count, 2, 'the two the tail missed are read back from the log, and only they')
+  t.equal(readBack.count, 1 + 2, 'the two the tail missed are read back from the log, and only they')
   t.same(seen(third, 79), range(0, 79))
   await accept(third, 79, 80)
   t.same(seen(third, 80), range(10, 80), 'the generation the tail restored is sealed once full')
@@ -129,16 +158,16 @@ t.test('a damaged tail is used up to the damage and the rest comes from the log'
   bytes[bytes.length - 1] = (bytes[bytes.length - 1] as number) ^ 1
   await writeFile(tail, bytes)
   const third = await open()
-  t.equal(readBack.count, 3, 'the frame that fails its checksum is read back from the log')
+  t.equal(readBack.count, 1 + 3, 'the frame that fails its checksum is read back from the log')
   t.same(seen(third, 76), range(0, 76))
   await third.close()
   const fourth = await open()
-  t.equal(readBack.count, 0, 'the damaged frame was cut and replaced by a good one')
+  t.equal(readBack.count, 1, 'the damaged frame was cut and replaced by a good one')
   t.same(seen(fourth, 76), range(0, 76))
   await fourth.close()
   await appendFile(tail, Buffer.from('torn frame'))
   const fifth = await open()
-  t.equal(readBack.count, 0, 'torn bytes after the last frame cost nothing')
+  t.equal(readBack.count, 1, 'torn bytes after the last frame cost nothing')
   t.same(seen(fifth, 76), range(0, 76))
   await fifth.close()
 })
@@ -161,6 +190,55 @@ t.test('a tail frame past the end of the log is not trusted, since the log no lo
   t.ok(third.has(third.fingerprint('src_a/other-signal')), 'the log record at their place is read back instead')
   t.equal(readBack.count, 0, 'the uncounted log was the one read')
   await third.close()
+})
+
+t.test('a tail whose last frame names another signal than the log holds at that seq is not trusted', async (t) => {
+  const { dir, open, accept } = await fixture(t)
+  const first = await open()
+  await accept(first, 0, 73)
+  await first.close()
+  // The same seqs, but the 73rd is another signal: a log that lost its end and was refilled.
+  const refilled = await openJournal({ dir: join(dir, 'journal-2'), fsync: 'never', dedupWindowMs: 0 })
+  t.teardown(() => refilled.close())
+  for (let i = 0; i < 72; i++) await refilled.append(id(i), Buffer.from('{}'))
+  await refilled.append('src_a/other-signal', Buffer.from('{}'))
+  const second = await open(refilled)
+  t.same(seen(second, 73), range(0, 72), 'signal 72, which the log no longer holds, is not taken for used')
+  t.ok(second.has(second.fingerprint('src_a/other-signal')), 'the signal now at its seq is remembered')
+  await second.close()
+})
+
+t.test('an add that skips a seq ends the tail, and a restart reads what it lacks from the log', async (t) => {
+  const { log, open, accept, readBack } = await fixture(t)
+  const first = await open()
+  await accept(first, 0, 72)
+  await first.close()
+  const second = await open()
+  // Seqs 73 to 75 in the log; the history is told of 73 and 75 only.
+  const seqs: number[] = []
+  for (let i = 72; i < 75; i++) seqs.push((await log.append(id(i), Buffer.from('{}'))).seq)
+  second.add(second.fingerprint(id(72)), seqs[0]!)
+  second.add(second.fingerprint(id(74)), seqs[2]!)
+  await second.close()
+  const third = await open()
+  t.same(seen(third, 75), range(0, 75), 'signal 73, which the history was never told of, is remembered: the log has it')
+  t.equal(readBack.count, 1 + 3, 'the tail ends before the skip; the three from there are read from the log')
+  await third.close()
+})
+
+t.test('a tail that cannot be read is only a cache: a warning, and its generation comes from the log', async (t) => {
+  const { open, accept, historyDir, warnings, readBack } = await fixture(t)
+  const first = await open()
+  await accept(first, 0, 73)
+  await first.close()
+  await rm(join(historyDir, 'tail.bin'))
+  await mkdir(join(historyDir, 'tail.bin'))
+  const second = await open()
+  t.same(seen(second, 73), range(0, 73))
+  t.equal(readBack.count, 3)
+  t.match(warnings, [/could not read the signal-id history tail/])
+  await second.close()
+  t.ok((await stat(join(historyDir, 'tail.bin'))).isFile(), 'a tail file is written in its place')
 })
 
 t.test('a fingerprint set holds what was added, and survives its pairs', async (t) => {
