@@ -108,8 +108,12 @@ export function readTailFrames(file: Buffer, logLastSeq: number): TailFrames {
     off = end
   }
   // Copied into an aligned buffer: a Uint32Array view needs a 4-byte aligned offset.
-  const bytes = Buffer.concat(bodies)
-  const pairs = new Uint32Array(bytes.length / 4)
-  new Uint8Array(pairs.buffer).set(bytes)
+  const pairs = new Uint32Array(bodies.reduce((n, b) => n + b.length, 0) / 4)
+  const bytes = new Uint8Array(pairs.buffer)
+  let at = 0
+  for (const body of bodies) {
+    bytes.set(body, at)
+    at += body.length
+  }
   return { generationFirstSeq, lastSeq, pairs, usableBytes: off }
 }
