@@ -146,6 +146,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     appendQueueLimit: config.JOURNAL_QUEUE_LIMIT,
     dedupWindowMs,
     history,
+    stateFile: join(dataDir, 'ingest-state.bin'),
     flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
     rateCeiling,
     onWarning: (message, err) => logger.warn({ err }, message),
@@ -181,9 +182,19 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   })
   logger.info({ port: gateway.port, data_dir: dataDir }, 'gateway listening; signals wait for the state to be rebuilt')
   try {
-    const restored = await steps.time('dedup_and_nonces', () => pipeline.rebuild())
+    const rebuilt = await steps.time('dedup_and_nonces', () => pipeline.rebuild())
     for (const n of refused) pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
-    logger.info({ restored_signals: restored, nonces: pipeline.liveNonces, ms: steps.report(), journal: signalLog.info() }, 'state rebuilt from the journal')
+    logger.info(
+      {
+        from_snapshot: rebuilt.snapshot !== undefined,
+        restored_signals: rebuilt.restored,
+        dedup_entries: pipeline.dedupEntries,
+        nonces: pipeline.liveNonces,
+        ms: steps.report(),
+        journal: signalLog.info(),
+      },
+      rebuilt.snapshot === undefined ? 'state rebuilt from the journal' : 'state taken over from the last shutdown, and the journal read after it',
+    )
   } catch (err) {
     await gateway.drain(0)
     throw err
@@ -192,6 +203,16 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   const sweeper = setInterval(() => pipeline.sweep(), 5_000).unref()
   logger.info({ port: gateway.port, data_dir: dataDir, verify_threads: pool.threads, fsync: config.JOURNAL_FSYNC }, 'gateway ready')
 
+  // Best-effort: without it the next start rebuilds from the journal, only slower.
+  const saveState = async (mark: Awaited<ReturnType<IngestPipeline['logMark']>>) => {
+    const t0 = performance.now()
+    try {
+      const bytes = await pipeline.saveState(mark)
+      logger.info({ bytes, dedup_entries: pipeline.dedupEntries, nonces: pipeline.liveNonces, ms: Math.round(performance.now() - t0) }, 'ingest state saved for the next start')
+    } catch (err) {
+      logger.warn({ err }, 'ingest state not saved; the next start rebuilds it from the journal')
+    }
+  }
   let stopping: Promise<void> | undefined
   return {
     port: gateway.port,
@@ -203,12 +224,16 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         clearInterval(sweeper)
         await pool.close()
         await registry.settle()
+        // Nothing appends any more: the state to be taken over covers the log up to here.
+        const mark = failed ? undefined : await pipeline.logMark().catch((err: unknown) => logger.warn({ err }, 'ingest state not saved: the log end is unreadable'))
         // Each is closed even if one before it fails; the first failure is reported.
         let failure: unknown
         for (const close of [() => signalLog.close(), () => errorLog.close(), () => history.close()]) {
           await close().catch((err: unknown) => (failure ??= err))
         }
         if (failure !== undefined) throw failure
+        // Only after the log closed cleanly: the next start trusts the snapshot up to the mark.
+        if (mark !== undefined) await saveState(mark)
       })()),
   }
 }

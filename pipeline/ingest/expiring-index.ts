@@ -15,7 +15,17 @@
  * Callers attach their own columns (e.g. a body hash) with `column()`; a column's
  * values live at the entry's slot and move with it when the ring grows.
  */
-type Column = Uint8Array | Uint32Array | Float64Array
+export type Column = Uint8Array | Uint32Array | Float64Array
+
+/** Live entries copied out of an index, in ring order: what a snapshot keeps of it. */
+export interface IndexPart {
+  readonly count: number
+  readonly keyHi: Uint32Array
+  readonly keyLo: Uint32Array
+  readonly expiresAt: Float64Array
+  /** The caller's columns, in the order they were added, `width` values per entry. */
+  readonly columns: readonly Column[]
+}
 
 export interface ExpiringIndexOptions {
   readonly initialCapacity: number
@@ -104,6 +114,57 @@ export class ExpiringIndex {
     this.#expiresAt[slot] = expiresAt
     this.#place(slot)
     return slot
+  }
+
+  /** The entries still live at `now`, in ring order, copied out compactly. */
+  exportLive(now: number): IndexPart {
+    const mask = this.#capacity - 1
+    const live: number[] = []
+    for (let i = 0; i < this.#count; i++) {
+      const slot = (this.#head + i) & mask
+      if ((this.#expiresAt[slot] as number) >= now) live.push(slot)
+    }
+    const pick = <T extends Column>(array: T, make: (n: number) => Column, width: number): T => {
+      const out = make(live.length * width) as T
+      for (let i = 0; i < live.length; i++) {
+        const from = (live[i] as number) * width
+        for (let j = 0; j < width; j++) out[i * width + j] = array[from + j] as number
+      }
+      return out
+    }
+    return {
+      count: live.length,
+      keyHi: pick(this.#keyHi, (n) => new Uint32Array(n), 1),
+      keyLo: pick(this.#keyLo, (n) => new Uint32Array(n), 1),
+      expiresAt: pick(this.#expiresAt, (n) => new Float64Array(n), 1),
+      columns: this.#columns.map((c) => pick(c.array, c.make, c.width)),
+    }
+  }
+
+  /**
+   * Inserts the entries of a part that `exportLive` made from an index with the same
+   * columns, skipping those expired by `now`; `onAdded` sees each new slot.
+   */
+  importPart(part: IndexPart, now: number, onAdded?: (slot: number) => void): void {
+    const n = part.count
+    const shaped =
+      part.keyHi.length === n &&
+      part.keyLo.length === n &&
+      part.expiresAt.length === n &&
+      part.columns.length === this.#columns.length &&
+      this.#columns.every((c, k) => (part.columns[k] as Column).length === n * c.width)
+    if (!shaped) throw new RangeError('the part does not have the shape of this index')
+    for (let i = 0; i < n; i++) {
+      const expiresAt = part.expiresAt[i] as number
+      if (expiresAt < now) continue
+      const slot = this.insert(part.keyHi[i] as number, part.keyLo[i] as number, expiresAt)
+      for (let k = 0; k < this.#columns.length; k++) {
+        const { array, width } = this.#columns[k] as { array: Column; width: number }
+        const from = part.columns[k] as Column
+        for (let j = 0; j < width; j++) array[slot * width + j] = from[i * width + j] as number
+      }
+      onAdded?.(slot)
+    }
   }
 
   /** Evicts up to `budget` expired entries from the head. */
@@ -241,5 +302,16 @@ export class ShardedExpiringIndex {
 
   sweep(now: number): void {
     for (const s of this.shards) s.expire(now)
+  }
+
+  /** Each shard's live entries, for a snapshot. */
+  exportLive(now: number): IndexPart[] {
+    return this.shards.map((s) => s.exportLive(now))
+  }
+
+  /** Inserts parts exported from an index keyed by the same hash, each into its own shard. */
+  importParts(parts: readonly IndexPart[], now: number, onAdded?: (shard: number, slot: number) => void): void {
+    if (parts.length !== this.shards.length) throw new RangeError(`expected ${this.shards.length} parts, got ${parts.length}`)
+    parts.forEach((part, i) => (this.shards[i] as ExpiringIndex).importPart(part, now, onAdded && ((slot) => onAdded(i, slot))))
   }
 }

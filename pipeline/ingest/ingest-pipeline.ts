@@ -2,8 +2,9 @@ import { ApiError } from '../../schemas/api-error.js'
 import { enforcedMaxRate, PERIOD_MS, type Manifest, type RateCeiling } from '../../schemas/manifest.js'
 import { isWithinSkew, type AcceptedBody } from '../../schemas/signal.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
+import { unlinkIfPresent } from '../journal/durable-fs.js'
 import { isLogError } from '../log-error.js'
-import type { SignalLog } from '../log.js'
+import type { ReadStart, SignalLog } from '../log.js'
 import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js'
 import { isPoolClosed, type VerifyPool } from '../verify/verify-pool.js'
 import { NonceStore } from './nonce-store.js'
@@ -11,6 +12,7 @@ import { RateLimiter } from './rate-limiter.js'
 import { decodeSignalRecord, encodeSignalRecord, signalDedupId, type SignalRecord } from './signal-record.js'
 import { SignalDedup, type DedupRecord } from './signal-dedup.js'
 import type { Fingerprint, SignalIdHistory } from './signal-id-history.js'
+import { readStateSnapshot, writeStateSnapshot, type LogMark } from './state-snapshot.js'
 
 /** A request that passed the edge's cheap checks and holds a verification slot. */
 export interface SignedRequest {
@@ -50,6 +52,11 @@ export interface IngestPipelineOptions {
   readonly appendQueueLimit: number
   /** Signal ids the log holds, remembered past the dedup window. */
   readonly history: SignalIdHistory
+  /**
+   * Where the nonce and dedup state is written at a clean shutdown and taken over by the
+   * next start (state-snapshot.ts); without it every start rebuilds from the log.
+   */
+  readonly stateFile?: string
   readonly flagAfterMinutes: number
   /** The operator's bound on every source's max_rate, also for sources registered under a higher one. */
   readonly rateCeiling: RateCeiling
@@ -67,17 +74,25 @@ export interface IngestPipelineOptions {
  */
 export class IngestPipeline {
   readonly #o: IngestPipelineOptions
-  readonly #nonces: NonceStore
-  readonly #dedup: SignalDedup
+  #nonces: NonceStore
+  #dedup: SignalDedup
   readonly #rates: RateLimiter
   /** Requests between their last key check and their answer. */
   readonly #pastLastCheck = new Set<Promise<AcceptedBody>>()
 
   constructor(options: IngestPipelineOptions) {
     this.#o = options
-    this.#nonces = new NonceStore({ windowMs: options.nonceWindowMs, maxEntries: options.maxLiveNonces })
-    this.#dedup = new SignalDedup({ windowMs: options.dedupWindowMs, maxEntries: options.maxDedupEntries })
+    this.#nonces = this.#newNonceStore()
+    this.#dedup = this.#newDedup()
     this.#rates = new RateLimiter({ flagAfterMinutes: options.flagAfterMinutes })
+  }
+
+  #newNonceStore(): NonceStore {
+    return new NonceStore({ windowMs: this.#o.nonceWindowMs, maxEntries: this.#o.maxLiveNonces })
+  }
+
+  #newDedup(): SignalDedup {
+    return new SignalDedup({ windowMs: this.#o.dedupWindowMs, maxEntries: this.#o.maxDedupEntries })
   }
 
   /**
@@ -324,18 +339,25 @@ export class IngestPipeline {
   }
 
   /**
-   * Rebuilds the nonce and dedup state from the log after a restart, so a retry of a
-   * signal accepted before a crash still gets its deduplicated 202 and a captured
-   * request cannot be replayed.
+   * Rebuilds the nonce and dedup state after a restart, so a retry of a signal accepted
+   * before a crash still gets its deduplicated 202 and a captured request cannot be
+   * replayed: from the snapshot of the last clean shutdown plus the records the log took
+   * after it, or else from the log alone (the dedup window's records).
    */
-  async rebuild(): Promise<number> {
+  async rebuild(): Promise<RebuildReport> {
     const now = this.#o.now()
+    const windowStart = now - this.#o.dedupWindowMs
+    const snapshot = await this.#restoreSnapshot(now)
+    const mark = snapshot?.log
+    // Records up to the mark are in the snapshot; one older than the window would be expired anyway.
+    let start: ReadStart = mark && mark.time >= windowStart ? { fromSeq: mark.seq + 1 } : { fromTime: windowStart }
+    const after = mark?.seq ?? 0
     let restored = 0
-    let start: { fromTime: number } | { fromSeq: number } = { fromTime: now - this.#o.dedupWindowMs }
     for (;;) {
       const batch = await this.#o.log.read(start, 4096)
-      if (batch.length === 0) return restored
+      if (batch.length === 0) return { restored, snapshot: snapshot === undefined ? undefined : { entries: snapshot.entries } }
       for (const entry of batch) {
+        if (entry.seq <= after || entry.time < windowStart) continue
         const r = decodeSignalRecord(entry.data)
         this.#dedup.remember(
           r.source_id,
@@ -350,6 +372,69 @@ export class IngestPipeline {
     }
   }
 
+  /**
+   * Takes over the snapshot of the last clean shutdown if it matches the log: the
+   * record it names must be the one the log holds at that seq (a log restored from a
+   * backup, or cut back by a power cut, would not match). The file is removed once read,
+   * so a crash later rebuilds from the log and never from a state it has outgrown.
+   */
+  async #restoreSnapshot(now: number): Promise<{ log: LogMark | null; entries: number } | undefined> {
+    const file = this.#o.stateFile
+    if (file === undefined) return undefined
+    const skip = (why: string, err?: unknown) => {
+      this.#o.onWarning(`ingest state snapshot not used (${why}); rebuilding from the log`, err)
+      this.#dedup = this.#newDedup()
+      this.#nonces = this.#newNonceStore()
+      return undefined
+    }
+    try {
+      const snapshot = await readStateSnapshot(file)
+      if (snapshot === undefined) return undefined
+      await unlinkIfPresent(file)
+      if (snapshot.dedupWindowMs !== this.#o.dedupWindowMs || snapshot.nonceWindowMs !== this.#o.nonceWindowMs) return skip('written under other windows')
+      if (snapshot.log !== null && !(await this.#logHolds(snapshot.log))) return skip(`the log does not hold its last record, seq ${snapshot.log.seq}`)
+      this.#dedup.restoreSnapshot(snapshot.dedup, now)
+      this.#nonces.restoreSnapshot(snapshot.nonces, now)
+      return { log: snapshot.log, entries: this.#dedup.size + this.#nonces.size }
+    } catch (err) {
+      await unlinkIfPresent(file).catch(() => undefined)
+      return skip('unreadable', err)
+    }
+  }
+
+  async #logHolds(mark: LogMark): Promise<boolean> {
+    if (this.#o.log.info().lastSeq < mark.seq) return false
+    const [record] = await this.#o.log.read({ fromSeq: mark.seq }, 1)
+    return record !== undefined && record.seq === mark.seq && record.time === mark.time && record.dedupId === mark.dedupId
+  }
+
+  /** The log's last record, for the snapshot: taken once nothing appends any more, before the log closes. */
+  async logMark(): Promise<LogMark | null> {
+    const { lastSeq } = this.#o.log.info()
+    if (lastSeq === 0) return null
+    const [record] = await this.#o.log.read({ fromSeq: lastSeq }, 1)
+    if (record === undefined || record.seq !== lastSeq) throw new Error(`the log cannot read its last record, seq ${lastSeq}`)
+    return { seq: record.seq, time: record.time, dedupId: record.dedupId }
+  }
+
+  /**
+   * Writes the nonce and dedup state for the next start (clean shutdown, after the log
+   * closed cleanly at `mark`). Returns the bytes written, or undefined without a file.
+   */
+  async saveState(mark: LogMark | null): Promise<number | undefined> {
+    const file = this.#o.stateFile
+    if (file === undefined) return undefined
+    const now = this.#o.now()
+    return writeStateSnapshot(file, {
+      writtenAt: now,
+      dedupWindowMs: this.#o.dedupWindowMs,
+      nonceWindowMs: this.#o.nonceWindowMs,
+      log: mark,
+      dedup: this.#dedup.snapshot(now),
+      nonces: this.#nonces.snapshot(now),
+    })
+  }
+
   /** Re-claims a nonce that a refused request used before a restart. */
   restoreNonce(sourceId: string, keyId: string, nonce: string, claimedAt: number): void {
     this.#nonces.restore(sourceId, keyId, nonce, claimedAt, this.#o.now())
@@ -361,6 +446,14 @@ export class IngestPipeline {
     this.#nonces.sweep(now)
     this.#dedup.sweep(now)
   }
+}
+
+/** What the start-up rebuild did, for the start log. */
+export interface RebuildReport {
+  /** Records read back from the log. */
+  readonly restored: number
+  /** Set when the state came from the last shutdown's snapshot: the nonces and dedup entries it held. */
+  readonly snapshot: { readonly entries: number } | undefined
 }
 
 /** A pending key not yet tested. Checked before calling #markTested, so that an accept by any other key costs no async call. */

@@ -1,6 +1,6 @@
-import { ShardedExpiringIndex } from './expiring-index.js'
+import { ShardedExpiringIndex, type IndexPart } from './expiring-index.js'
 import { SharedRoom } from './shared-room.js'
-import { hash64 } from './string-hash.js'
+import { KeyedHash64 } from './string-hash.js'
 
 /**
  * Nonces seen per (source_id, key_id), kept for the nonce window (spec 5.2: 10
@@ -19,13 +19,25 @@ import { hash64 } from './string-hash.js'
  */
 export type NonceClaim = 'claimed' | 'replayed' | 'source_full' | 'store_full'
 
+/** What a snapshot keeps of the store (`snapshot`, `restore`). */
+export interface NonceSnapshot {
+  /** The SipHash key the nonces were hashed under. */
+  readonly key: Uint8Array
+  /** (source_id, key_id) in the order of their scope numbers (0, 1, ...). */
+  readonly scopes: ReadonlyArray<readonly [string, string]>
+  readonly index: readonly IndexPart[]
+}
+
 export class NonceStore {
   readonly #windowMs: number
+  #hasher = new KeyedHash64()
   readonly #room: SharedRoom
   readonly #index: ShardedExpiringIndex
   readonly #scopeOf: Array<() => Uint32Array>
   /** (source, key) → small integer, so an entry stores 4 bytes of scope, not two ids. */
   readonly #scopeIds = new Map<string, number>()
+  /** Scope number → (source_id, key_id), for a snapshot. */
+  readonly #scopeNames: Array<readonly [string, string]> = []
   /** Scope → its source's small integer. */
   readonly #sourceOfScope: number[] = []
   readonly #sourceIds = new Map<string, number>()
@@ -58,6 +70,7 @@ export class NonceStore {
         this.#sourceIds.set(sourceId, source)
       }
       this.#sourceOfScope.push(source)
+      this.#scopeNames.push([sourceId, keyId])
     }
     return id
   }
@@ -76,7 +89,7 @@ export class NonceStore {
   claim(sourceId: string, keyId: string, nonce: string, now: number, sourceCap: number): NonceClaim {
     this.#index.expireSome(now, 16)
     const scope = this.#scope(sourceId, keyId)
-    hash64(nonce, scope, this.#hash)
+    this.#hasher.hash(nonce, scope, this.#hash)
     const shard = this.#index.shardOf(this.#hash[0] as number)
     if (this.#find(shard, scope, now) >= 0) return 'replayed'
     const source = this.#sourceOfScope[scope] as number
@@ -93,7 +106,7 @@ export class NonceStore {
     const expiresAt = claimedAt + this.#windowMs
     if (expiresAt < now) return
     const scope = this.#scope(sourceId, keyId)
-    hash64(nonce, scope, this.#hash)
+    this.#hasher.hash(nonce, scope, this.#hash)
     const shard = this.#index.shardOf(this.#hash[0] as number)
     if (this.#find(shard, scope, now) < 0) this.#add(shard, scope, expiresAt)
   }
@@ -107,5 +120,27 @@ export class NonceStore {
   /** Drops every expired entry; called from a slow timer. */
   sweep(now: number): void {
     this.#index.sweep(now)
+  }
+
+  /** The nonces live at `now`, copied out with what it takes to find them again. */
+  snapshot(now: number): NonceSnapshot {
+    return { key: this.#hasher.key, scopes: [...this.#scopeNames], index: this.#index.exportLive(now) }
+  }
+
+  /**
+   * Takes over a snapshot's nonces (those still live at `now`), its hash key and its
+   * scope numbering, which the stored nonces refer to: only into an empty store. Like a
+   * restore from the log, it ignores the bounds: these nonces were claimed.
+   */
+  restoreSnapshot(snapshot: NonceSnapshot, now: number): void {
+    if (this.size > 0 || this.#scopeIds.size > 0) throw new Error('a nonce snapshot is restored only into an empty store')
+    this.#hasher = new KeyedHash64(snapshot.key)
+    for (const [sourceId, keyId] of snapshot.scopes) this.#scope(sourceId, keyId)
+    if (this.#scopeIds.size !== snapshot.scopes.length) throw new RangeError('a nonce snapshot names a scope twice')
+    this.#index.importParts(snapshot.index, now, (shard, slot) => {
+      const scope = (this.#scopeOf[shard] as () => Uint32Array)()[slot] as number
+      if (scope >= this.#scopeIds.size) throw new RangeError(`a nonce names scope ${scope} of ${this.#scopeIds.size}`)
+      this.#room.added(this.#sourceOfScope[scope] as number)
+    })
   }
 }

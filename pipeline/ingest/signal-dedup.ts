@@ -1,6 +1,6 @@
-import { ShardedExpiringIndex, type ExpiringIndex } from './expiring-index.js'
+import { ShardedExpiringIndex, type ExpiringIndex, type IndexPart } from './expiring-index.js'
 import { SharedRoom } from './shared-room.js'
-import { hash64 } from './string-hash.js'
+import { KeyedHash64 } from './string-hash.js'
 
 /**
  * What the gateway remembers of each accepted signal, keyed both by
@@ -35,6 +35,16 @@ export type DedupLookup =
   | { readonly kind: 'conflict' }
   /** Another request with the same id is between check and append: wait for it. */
   | { readonly kind: 'in_flight'; readonly settled: Promise<void> }
+
+/** What a snapshot keeps of the index (`snapshot`, `restore`). */
+export interface DedupSnapshot {
+  /** The SipHash key the entries were hashed under. */
+  readonly key: Uint8Array
+  /** Source ids in the order of their small integers (1, 2, ...). */
+  readonly sources: readonly string[]
+  readonly bySignal: readonly IndexPart[]
+  readonly byIdempotencyKey: readonly IndexPart[]
+}
 
 type Columns<T> = Array<() => T>
 
@@ -71,6 +81,7 @@ function bodyWords(hex: string, out: Uint32Array): void {
 
 export class SignalDedup {
   readonly #windowMs: number
+  #hasher = new KeyedHash64()
   readonly #bySignal: DedupTable
   readonly #byIdempotencyKey: DedupTable
   readonly #inFlight = new Map<string, Promise<void>>()
@@ -108,11 +119,11 @@ export class SignalDedup {
 
   /** Looks `id` up in `table` for this source; the hash lands in #idHash. */
   #find(table: DedupTable, source: number, id: string, now: number): Hit | undefined {
-    hash64(id, source, this.#idHash)
+    this.#hasher.hash(id, source, this.#idHash)
     return this.#findHash(table, source, this.#idHash, now)
   }
 
-  /** Looks up an id already hashed (hash64 with this source as the seed). */
+  /** Looks up an id already hashed (#hasher with this source as the seed). */
   #findHash(table: DedupTable, source: number, hash: Uint32Array, now: number): Hit | undefined {
     const shard = table.index.shardOf(hash[0] as number)
     const sources = (table.source[shard] as () => Uint32Array)()
@@ -213,10 +224,10 @@ export class SignalDedup {
     const expiresAt = acceptedAt + this.#windowMs
     bodyWords(record.bodySha256, this.#words)
     if (this.#lastSignal === `${source}\n${record.signalId}`) this.#signalHash.set(this.#lastSignalHash)
-    else hash64(record.signalId, source, this.#signalHash)
+    else this.#hasher.hash(record.signalId, source, this.#signalHash)
     this.#store(this.#bySignal, source, this.#signalHash, expiresAt, record)
     if (idempotencyKey !== undefined && idempotencyKey !== record.signalId) {
-      hash64(idempotencyKey, source, this.#idHash)
+      this.#hasher.hash(idempotencyKey, source, this.#idHash)
       this.#store(this.#byIdempotencyKey, source, this.#idHash, expiresAt, record)
     }
   }
@@ -237,5 +248,34 @@ export class SignalDedup {
   sweep(now: number): void {
     this.#bySignal.index.sweep(now)
     this.#byIdempotencyKey.index.sweep(now)
+  }
+
+  /** The entries live at `now`, copied out with what it takes to find them again. */
+  snapshot(now: number): DedupSnapshot {
+    return {
+      key: this.#hasher.key,
+      sources: [...this.#sources.keys()],
+      bySignal: this.#bySignal.index.exportLive(now),
+      byIdempotencyKey: this.#byIdempotencyKey.index.exportLive(now),
+    }
+  }
+
+  /**
+   * Takes over a snapshot's entries (those still live at `now`), its hash key and its
+   * source numbering, which the stored entries refer to: only into an empty index.
+   * Like the rebuild from the log, it ignores the bounds: the log holds these signals.
+   */
+  restoreSnapshot(snapshot: DedupSnapshot, now: number): void {
+    if (this.size > 0 || this.#sources.size > 0) throw new Error('a dedup snapshot is restored only into an empty index')
+    this.#hasher = new KeyedHash64(snapshot.key)
+    for (const sourceId of snapshot.sources) this.#source(sourceId)
+    if (this.#sources.size !== snapshot.sources.length) throw new RangeError('a dedup snapshot names a source twice')
+    for (const [table, parts] of [[this.#bySignal, snapshot.bySignal], [this.#byIdempotencyKey, snapshot.byIdempotencyKey]] as const) {
+      table.index.importParts(parts, now, (shard, slot) => {
+        const source = (table.source[shard] as () => Uint32Array)()[slot] as number
+        if (source < 1 || source > this.#sources.size) throw new RangeError(`a dedup entry names source ${source} of ${this.#sources.size}`)
+        this.#room.added(source)
+      })
+    }
   }
 }

@@ -1,3 +1,5 @@
+import { rm, stat } from 'node:fs/promises'
+import { join } from 'node:path'
 import t from 'tap'
 import { openJournal } from '../../pipeline/index.js'
 import { decodeSignalRecord } from '../../pipeline/index.js'
@@ -96,6 +98,50 @@ t.test('the nonce of a refused but verified request is still refused after kill 
   const replay = await push(second, signed)
   t.equal(replay.status, 401)
   t.equal(replay.body.error.code, 'replayed_nonce')
+})
+
+t.test('after SIGTERM the next start takes over the saved state: retries are deduplicated, a refused request keeps its nonce spent, and after a later kill -9 the journal rebuilds it', async (t) => {
+  const first = await startGateway(t)
+  const src = await provision(first)
+  const signal = payload(src.sourceId)
+  const accepted = await push(first, src.sign(signal))
+  t.equal(accepted.status, 202)
+  const refused = src.sign(payload(src.sourceId, { severity: 'not-a-level' }))
+  t.equal((await push(first, refused)).body.error.code, 'invalid_severity')
+  first.proc.kill('SIGTERM')
+  t.equal((await first.exited()).code, 0)
+  t.ok(first.output.some((l) => l.includes('"ingest state saved for the next start"')), 'the state was saved on the way out')
+  t.ok((await stat(join(first.dataDir, 'ingest-state.bin'))).size > 0)
+  // Without the diagnostics log, only the saved state knows the refused request's nonce.
+  await rm(join(first.dataDir, 'ingest-errors'), { recursive: true })
+
+  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  const started = second.output.find((l) => l.includes('"from_snapshot"'))
+  // Two signals: the key's test signal at provisioning, and this one.
+  t.match(JSON.parse(started ?? '{}'), { from_snapshot: true, restored_signals: 0, dedup_entries: 2 }, 'nothing was read back from the journal')
+  const retry = await push(second, src.sign(signal))
+  t.equal(retry.body.deduplicated, true)
+  t.equal(retry.body.received_at, accepted.body.received_at)
+  const replay = await push(second, refused)
+  t.equal(replay.status, 401)
+  t.equal(replay.body.error.code, 'replayed_nonce')
+  await t.rejects(stat(join(first.dataDir, 'ingest-state.bin')), { code: 'ENOENT' }, 'the saved state is taken once')
+
+  const laterSignal = payload(src.sourceId)
+  const later = await push(second, src.sign(laterSignal))
+  t.equal(later.status, 202)
+  second.proc.kill('SIGKILL')
+  await second.exited()
+  const third = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  t.ok(third.output.some((l) => l.includes('"state rebuilt from the journal"')), 'no saved state after a kill -9: the journal is read')
+  for (const [sent, original] of [
+    [signal, accepted],
+    [laterSignal, later],
+  ] as const) {
+    const again = await push(third, src.sign(sent))
+    t.equal(again.body.deduplicated, true)
+    t.equal(again.body.received_at, original.body.received_at)
+  }
 })
 
 t.test('a failed journal write gets 503 not_ready, never a false 202; the gateway exits 75 and a restart recovers', async (t) => {

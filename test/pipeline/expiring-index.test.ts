@@ -101,3 +101,54 @@ t.test('the shards of a sharded index do not grow all at once', async (t) => {
   const span = grewAt[grewAt.length - 1]! - grewAt[0]!
   t.ok(span >= perShard * ShardedExpiringIndex.SHARDS * 0.3, `the growths spread over ${span} of ${perShard * ShardedExpiringIndex.SHARDS} inserts`)
 })
+
+t.test('property: live entries exported and imported into an empty index answer the same, with their columns; expired ones stay behind', async (t) => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ key: fc.integer({ min: 0, max: 200 }), ttl: fc.integer({ min: 0, max: 60 }), wait: fc.integer({ min: 0, max: 3 }) }), { maxLength: 300 }),
+      fc.integer({ min: 0, max: 80 }),
+      (ops, later) => {
+        const index = new ExpiringIndex({ initialCapacity: 16 })
+        const pair = index.column((n) => new Uint32Array(n), 2)
+        let now = 0
+        for (const o of ops) {
+          now += o.wait
+          index.expire(now, 2)
+          if (index.find(o.key % 11, o.key, now) >= 0) continue
+          const slot = index.insert(o.key % 11, o.key, now + o.ttl)
+          pair()[slot * 2] = o.key
+          pair()[slot * 2 + 1] = o.ttl
+        }
+        const exportedAt = now + later
+        const part = index.exportLive(exportedAt)
+        const copy = new ExpiringIndex({ initialCapacity: 16 })
+        const copyPair = copy.column((n) => new Uint32Array(n), 2)
+        copy.importPart(part, exportedAt)
+        let live = 0
+        for (let k = 0; k <= 200; k++) {
+          const a = index.find(k % 11, k, exportedAt)
+          const b = copy.find(k % 11, k, exportedAt)
+          if ((a >= 0) !== (b >= 0)) return false
+          if (a < 0) continue
+          live++
+          if (copyPair()[b * 2] !== pair()[a * 2] || copyPair()[b * 2 + 1] !== pair()[a * 2 + 1]) return false
+        }
+        return copy.size === live && part.count === live
+      },
+    ),
+    { numRuns: 300 },
+  )
+  t.pass('matched the original')
+})
+
+t.test('an index part of another shape is refused', async (t) => {
+  const index = new ExpiringIndex({ initialCapacity: 16 })
+  index.column((n) => new Uint32Array(n), 2)
+  index.insert(1, 1, 10)
+  const part = index.exportLive(0)
+  const narrower = new ExpiringIndex({ initialCapacity: 16 })
+  narrower.column((n) => new Uint32Array(n), 1)
+  t.throws(() => narrower.importPart(part, 0), RangeError)
+  t.throws(() => new ExpiringIndex({ initialCapacity: 16 }).importPart(part, 0), RangeError, 'a missing column')
+  t.throws(() => index.importPart({ ...part, count: 2 }, 0), RangeError, 'a count its arrays do not hold')
+})

@@ -1,8 +1,8 @@
 import { createHash, generateKeyPairSync } from 'node:crypto'
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { IngestPipeline, openJournal, SignalIdHistory, type IngestPipelineOptions, type SignedRequest, type VerifyPool } from '../../pipeline/index.js'
 import { Registry, type RegistryStore } from '../../registry/index.js'
 import type { RegistrySnapshot } from '../../registry/records.js'
@@ -94,7 +94,7 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
       ...overrides,
     }
   }
-  return { log, store, registry, source, keyRecord, verifier, pipeline, makePipeline, request }
+  return { dir, log, store, registry, source, keyRecord, verifier, pipeline, makePipeline, request, warnings }
 }
 
 const settle = () => new Promise((r) => setImmediate(r))
@@ -229,7 +229,7 @@ t.test('after a restart the rebuilt state still deduplicates and still refuses t
   const accepted = await first
   const rebuilt = makePipeline()
 
-  t.equal(await rebuilt.rebuild(), 1)
+  t.equal((await rebuilt.rebuild()).restored, 1)
   const replay = rebuilt.process({ ...req, nonceClaimed: false })
   await settle()
   verifier.gates.shift()!(true)
@@ -296,7 +296,7 @@ t.test('after a restart an Idempotency-Key of an accepted signal still conflicts
   verifier.gates.shift()!(true)
   await first
   const rebuilt = makePipeline()
-  t.equal(await rebuilt.rebuild(), 1)
+  t.equal((await rebuilt.rebuild()).restored, 1)
   const body = Buffer.from(JSON.stringify(payload(source.source_id)))
   const other = rebuilt.process(
     request({ idempotencyKey: 'idem_restart_1', body, bodySha256: createHash('sha256').update(body).digest('hex'), json: { ok: true, value: JSON.parse(body.toString()) } }),
@@ -483,4 +483,74 @@ t.test('verified requests waiting for a stalled append fill their limit, and the
   await Promise.all([first, second])
   t.equal(pipeline.appending, 0)
   t.ok(pipeline.hasRoom(), 'room again once they are through')
+})
+
+/** A request whose body has `severity` changed: it claims its nonce, then fails validation. */
+function withSeverity(req: SignedRequest, severity: string): SignedRequest {
+  const body = Buffer.from(JSON.stringify({ ...JSON.parse(req.body.toString()), severity }))
+  return { ...req, body, json: { ok: true, value: JSON.parse(body.toString()) }, bodySha256: createHash('sha256').update(body).digest('hex') }
+}
+
+/** A pipeline that accepted A (with an Idempotency-Key) and refused R after claiming its nonce, then saved its state at `mark`. */
+async function savedState(t: Test) {
+  const ctx = await setup(t)
+  const stateFile = join(ctx.dir, 'ingest-state.bin')
+  const pipeline = ctx.makePipeline({ stateFile })
+  const a = ctx.request({ idempotencyKey: 'idem_saved' })
+  const accepted = await passed(ctx.verifier, pipeline.process(a))
+  const refused = withSeverity(ctx.request(), 'nope')
+  await t.rejects(passed(ctx.verifier, pipeline.process(refused)), { code: 'invalid_severity' })
+  const mark = await pipeline.logMark()
+  t.same(mark && { seq: mark.seq, dedupId: mark.dedupId }, { seq: 1, dedupId: `${ctx.source.source_id}/${(a.json as { value: { signal_id: string } }).value.signal_id}` })
+  return { ...ctx, stateFile, pipeline, a, accepted, refused, mark: mark! }
+}
+
+t.test('after a clean shutdown the next start takes the saved state over and reads from the log only what came after it', async (t) => {
+  const { verifier, makePipeline, request, stateFile, pipeline, a, accepted, refused, mark } = await savedState(t)
+  t.ok(((await pipeline.saveState(mark)) ?? 0) > 0)
+  // A record the log took after the mark (possible only if the state was saved and the process then went on).
+  const b = request()
+  await passed(verifier, pipeline.process(b))
+
+  const next = makePipeline({ stateFile })
+  const report = await next.rebuild()
+  t.ok(report.snapshot, 'the state came from the snapshot')
+  t.equal(report.restored, 1, 'only the record after the mark was read from the log')
+  await t.rejects(stat(stateFile), { code: 'ENOENT' }, 'taken once: a later crash rebuilds from the log')
+  await t.rejects(passed(verifier, next.process({ ...refused, nonceClaimed: false })), { code: 'replayed_nonce' }, 'the nonce of a refused request, which the log never saw, is still spent')
+  const retry = await passed(verifier, next.process({ ...a, nonce: 'n-retry-a', nonceClaimed: false }))
+  t.equal(retry.deduplicated, true)
+  t.equal(retry.received_at, accepted.received_at)
+  t.equal((await passed(verifier, next.process({ ...b, nonce: 'n-retry-b', nonceClaimed: false }))).deduplicated, true, 'the record after the mark is remembered too')
+  await t.rejects(passed(verifier, next.process(request({ idempotencyKey: 'idem_saved' }))), { code: 'idempotency_conflict' })
+})
+
+t.test('a saved state is not used when the log does not hold its last record, when the windows changed, or when it is damaged: the log rebuilds it, with a warning', async (t) => {
+  const cases: Array<[string, (ctx: Awaited<ReturnType<typeof savedState>>) => Promise<Partial<IngestPipelineOptions>>]> = [
+    ['the log does not hold its last record', async (ctx) => (await ctx.pipeline.saveState({ ...ctx.mark, dedupId: 'src_other/sig_other' }), {})],
+    ['written under other windows', async (ctx) => (await ctx.pipeline.saveState(ctx.mark), { dedupWindowMs: 60_000 })],
+    [
+      'unreadable',
+      async (ctx) => {
+        await ctx.pipeline.saveState(ctx.mark)
+        const bytes = await readFile(ctx.stateFile)
+        bytes[bytes.length >> 1]! ^= 0xff
+        await writeFile(ctx.stateFile, bytes)
+        return {}
+      },
+    ],
+  ]
+  for (const [why, spoil] of cases) {
+    await t.test(why, async (t) => {
+      const ctx = await savedState(t)
+      const next = ctx.makePipeline({ stateFile: ctx.stateFile, ...(await spoil(ctx)) })
+      const report = await next.rebuild()
+      t.equal(report.snapshot, undefined)
+      t.equal(report.restored, 1, 'the accepted signal was read back from the log')
+      t.ok(ctx.warnings.some((w) => w.includes('snapshot not used') && w.includes(why)), ctx.warnings.join('; '))
+      await t.rejects(stat(ctx.stateFile), { code: 'ENOENT' }, 'the unusable file is gone')
+      await t.rejects(passed(ctx.verifier, next.process({ ...ctx.refused, nonceClaimed: false })), { code: 'invalid_severity' }, 'the refused nonce was only in the unused snapshot')
+      t.equal((await passed(ctx.verifier, next.process({ ...ctx.a, nonce: 'n-retry', nonceClaimed: false }))).deduplicated, true, 'the log still deduplicates')
+    })
+  }
 })

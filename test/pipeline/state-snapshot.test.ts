@@ -1,0 +1,125 @@
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t from 'tap'
+import { NonceStore } from '../../pipeline/ingest/nonce-store.js'
+import { SignalDedup } from '../../pipeline/ingest/signal-dedup.js'
+import { readStateSnapshot, SnapshotError, writeStateSnapshot, type IngestStateSnapshot } from '../../pipeline/ingest/state-snapshot.js'
+
+const MIN = 60_000
+const WINDOW = 30 * MIN
+const NONCE_WINDOW = 10 * MIN
+// The index keeps the first 128 bits of a body's hash: bodies differ there.
+const hex = (n: number) => n.toString(16).padStart(8, '0').padEnd(64, '0')
+
+async function tempFile(t: { teardown(fn: () => unknown): void }): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'sgw-snapshot-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  return join(dir, 'ingest-state.bin')
+}
+
+/** Stores holding `n` signals over three sources (every tenth with its own Idempotency-Key) and their nonces. */
+function filledStores(n: number, acceptedAt: (i: number) => number) {
+  const dedup = new SignalDedup({ windowMs: WINDOW, maxEntries: 10 * n, initialCapacity: 64 })
+  const nonces = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 10 * n, initialCapacity: 64 })
+  for (let i = 0; i < n; i++) {
+    const source = `src_${i % 3}`
+    dedup.remember(source, i % 10 === 0 ? `idem-${i}` : undefined, { bodySha256: hex(i), signalId: `sig-${i}`, receivedAtMs: 1_000_000 + i, test: i % 7 === 0 }, acceptedAt(i))
+    nonces.restore(source, `key_${i % 2}`, `nonce-${i}`, acceptedAt(i), acceptedAt(i))
+  }
+  return { dedup, nonces }
+}
+
+function snapshotOf(stores: ReturnType<typeof filledStores>, now: number): IngestStateSnapshot {
+  return {
+    writtenAt: now,
+    dedupWindowMs: WINDOW,
+    nonceWindowMs: NONCE_WINDOW,
+    log: { seq: 42, time: now - 5, dedupId: 'src_0/sig-41' },
+    dedup: stores.dedup.snapshot(now),
+    nonces: stores.nonces.snapshot(now),
+  }
+}
+
+t.test('a snapshot written and read back restores every live entry: replays, conflicts, Idempotency-Keys and nonces answer as before', async (t) => {
+  const file = await tempFile(t)
+  const now = 100 * MIN
+  const n = 5000
+  // Entries spread over 40 minutes: the oldest quarter has left the dedup window, most nonces their window.
+  const before = filledStores(n, (i) => now - 40 * MIN + Math.floor((i * 40 * MIN) / n))
+  const bytes = await writeStateSnapshot(file, snapshotOf(before, now))
+  t.equal((await stat(file)).size, bytes)
+  t.equal((await stat(file)).mode & 0o777, 0o600, 'readable by the gateway alone: it holds the hash keys')
+
+  const read = await readStateSnapshot(file)
+  t.ok(read)
+  t.same(read!.log, { seq: 42, time: now - 5, dedupId: 'src_0/sig-41' })
+  const dedup = new SignalDedup({ windowMs: WINDOW, maxEntries: 10 * n })
+  const nonces = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 10 * n })
+  dedup.restoreSnapshot(read!.dedup, now)
+  nonces.restoreSnapshot(read!.nonces, now)
+  before.dedup.sweep(now)
+  before.nonces.sweep(now)
+  t.equal(dedup.size, before.dedup.size, 'the live dedup entries, no more')
+  t.equal(nonces.size, before.nonces.size, 'the live nonces, no more')
+  t.ok(dedup.size > 0 && dedup.size < n * 1.1, `${dedup.size} live dedup entries`)
+
+  for (let i = 0; i < n; i += 97) {
+    const source = `src_${i % 3}`
+    const expected = before.dedup.lookup(source, `sig-${i}`, undefined, hex(i), now)
+    t.same(dedup.lookup(source, `sig-${i}`, undefined, hex(i), now), expected, `signal ${i}: ${expected.kind}`)
+    t.same(dedup.lookup(source, `sig-${i}`, undefined, hex(i + 1), now).kind, expected.kind === 'replay' ? 'conflict' : 'new', `signal ${i} with another body`)
+    t.equal(nonces.claim(source, `key_${i % 2}`, `nonce-${i}`, now, 1e9), before.nonces.claim(source, `key_${i % 2}`, `nonce-${i}`, now, 1e9), `nonce ${i}`)
+  }
+  const idem = n - 10
+  t.equal(dedup.lookup(`src_${idem % 3}`, 'another-signal', `idem-${idem}`, hex(1), now).kind, 'conflict', 'an Idempotency-Key of a live signal still conflicts')
+  t.equal(dedup.lookup(`src_${idem % 3}`, `idem-${idem}`, undefined, hex(1), now).kind, 'conflict', 'and so does a signal_id equal to it')
+  t.equal(dedup.lookup(`src_${(idem + 1) % 3}`, `sig-${idem}`, undefined, hex(idem), now).kind, 'new', 'entries stay within their own source')
+  const fresh = dedup.lookup('src_1', 'new-signal', undefined, hex(1), now)
+  t.equal(fresh.kind, 'new')
+})
+
+t.test('a restored store keeps counting room per source: the share of a source is the same as before the restart', async (t) => {
+  const file = await tempFile(t)
+  const dedup = new SignalDedup({ windowMs: WINDOW, maxEntries: 40 })
+  for (let i = 0; i < 10; i++) dedup.remember('heavy', undefined, { bodySha256: hex(i), signalId: `s${i}`, receivedAtMs: 1, test: false }, 0)
+  const nonces = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 40 })
+  await writeStateSnapshot(file, { writtenAt: 0, dedupWindowMs: WINDOW, nonceWindowMs: NONCE_WINDOW, log: null, dedup: dedup.snapshot(0), nonces: nonces.snapshot(0) })
+  const restored = new SignalDedup({ windowMs: WINDOW, maxEntries: 40 })
+  restored.restoreSnapshot((await readStateSnapshot(file))!.dedup, 0)
+  t.equal(restored.takeRoom('heavy', 'one-more', undefined, 0), 'source_full', 'a quarter of 40 is already held')
+  t.type(restored.takeRoom('light', 'one', undefined, 0), 'function')
+})
+
+t.test('a missing snapshot reads as none; a damaged, cut or foreign one is a SnapshotError', async (t) => {
+  const file = await tempFile(t)
+  t.equal(await readStateSnapshot(file), undefined)
+  const now = 10 * MIN
+  await writeStateSnapshot(file, snapshotOf(filledStores(300, () => now), now))
+  const good = await readFile(file)
+
+  const flipped = Buffer.from(good)
+  flipped[Math.floor(good.length / 2)]! ^= 1
+  await writeFile(file, flipped)
+  await t.rejects(readStateSnapshot(file), { name: 'SnapshotError', message: 'checksum mismatch' })
+
+  await writeFile(file, good.subarray(0, good.length - 100))
+  await t.rejects(readStateSnapshot(file), SnapshotError)
+
+  await writeFile(file, Buffer.concat([Buffer.from('NOTSTATE'), good.subarray(8)]))
+  await t.rejects(readStateSnapshot(file), { message: 'not an ingest state snapshot' })
+
+  await writeFile(file, good)
+  t.ok(await readStateSnapshot(file), 'the undamaged file reads')
+})
+
+t.test('a snapshot is restored only into an empty store, so it cannot mix with entries hashed under another key', async (t) => {
+  const now = 0
+  const stores = filledStores(10, () => now)
+  const dedup = new SignalDedup({ windowMs: WINDOW, maxEntries: 100 })
+  dedup.remember('s', undefined, { bodySha256: hex(1), signalId: 'x', receivedAtMs: 1, test: false }, now)
+  t.throws(() => dedup.restoreSnapshot(stores.dedup.snapshot(now), now))
+  const nonces = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 100 })
+  nonces.claim('s', 'k', 'n', now, 100)
+  t.throws(() => nonces.restoreSnapshot(stores.nonces.snapshot(now), now))
+})
