@@ -46,7 +46,10 @@ async function adminToken(config: Config, dataDir: string): Promise<{ token: str
 /** Opens every backend of the embedded deployment and starts the gateway on top. */
 export async function startService(config: Config, logger: Logger): Promise<RunningService> {
   const dataDir = resolve(config.DATA_DIR)
-  await mkdir(dataDir, { recursive: true, mode: 0o700 })
+  await mkdir(dataDir, { recursive: true, mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
+    // Not a folder, or not one this user may write: restarting would not change that.
+    throw new ConfigError(`DATA_DIR=${JSON.stringify(config.DATA_DIR)} cannot be used as the data folder (${err.code ?? err.message})`)
+  })
   // Before anything in the folder is read or written: a second gateway on it would corrupt the journal.
   const lock = await lockDataDir(dataDir)
   try {

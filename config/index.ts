@@ -1,3 +1,4 @@
+import { isIP } from 'node:net'
 import Type from 'typebox'
 import { Compile } from 'typebox/compile'
 import { MAX_TOKEN_CHARS } from '../registry/records.js'
@@ -11,7 +12,7 @@ export { missingNodeFlags, NODE_FLAGS } from './node-flags.js'
  */
 const Env = {
   PORT: { type: 'int', default: 8080, min: 0, max: 65535, help: 'TCP port to listen on (0 picks a free one)' },
-  HOST: { type: 'string', default: '0.0.0.0', help: 'address to bind' },
+  HOST: { type: 'string', default: '0.0.0.0', help: 'address to bind: an IPv4 or IPv6 address of this machine (0.0.0.0 or :: for all), or localhost' },
   DATA_DIR: { type: 'string', default: './data', help: 'folder holding the journal and the registry' },
   ADMIN_TOKEN: { type: 'string', default: '', help: `admin bearer token, 32 to ${MAX_TOKEN_CHARS} visible ASCII characters; generated into DATA_DIR/admin-token when empty` },
   PUBLIC_BASE_URL: { type: 'string', default: '', help: 'base URL used in ingest_endpoint; default http://localhost:<bound port>' },
@@ -115,12 +116,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (config.ADMIN_TOKEN !== '' && !isUsableAdminToken(config.ADMIN_TOKEN)) {
     throw new ConfigError(`ADMIN_TOKEN is not valid: ${Env.ADMIN_TOKEN.help} (got ${config.ADMIN_TOKEN.length} characters)`)
   }
+  // A name would be resolved at bind time, where a failure cannot tell a typo from a port in use.
+  if (config.HOST !== 'localhost' && isIP(config.HOST) === 0) {
+    throw new ConfigError(`HOST=${JSON.stringify(config.HOST)} is not valid: ${Env.HOST.help}`)
+  }
   // An empty PUBLIC_BASE_URL becomes http://localhost:<bound port> once the gateway listens.
   // An origin, no path: the gateway serves /v1/... at its root, and a creator signs the
   // path it sends, so a prefix a proxy strips would break every signature.
-  if (config.PUBLIC_BASE_URL !== '' && !/^https?:\/\/[^\s/?#]+\/?$/.test(config.PUBLIC_BASE_URL)) {
+  // No user:password@ either: the URL is handed out in every ingest_endpoint.
+  if (config.PUBLIC_BASE_URL !== '' && !/^https?:\/\/[^\s/?#@]+\/?$/.test(config.PUBLIC_BASE_URL)) {
     throw new ConfigError(
-      `PUBLIC_BASE_URL=${JSON.stringify(config.PUBLIC_BASE_URL)} is not valid: give the http(s) origin the gateway is reached at, without a path, such as https://ingest.example.com`,
+      `PUBLIC_BASE_URL=${JSON.stringify(config.PUBLIC_BASE_URL)} is not valid: give the http(s) origin the gateway is reached at, without a path or credentials, such as https://ingest.example.com`,
     )
   }
   config.PUBLIC_BASE_URL = config.PUBLIC_BASE_URL.replace(/\/+$/, '')

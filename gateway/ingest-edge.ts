@@ -212,6 +212,8 @@ function checkKeyAndSkew(registry: Registry, source: SourceRecord | undefined, a
 
 function checkSourceHeader(h: IngestHeaders, urlSourceId: string): ApiError | undefined {
   if (h.sourceId.length !== 1) return new ApiError('missing_signature', 'X-Svc-Source-Id must appear exactly once')
+  // Malformed like any other security header, before it is compared with the URL.
+  if (!/^[\x21-\x7e]+$/.test(h.sourceId[0] as string)) return new ApiError('missing_signature', 'X-Svc-Source-Id is malformed')
   if (h.sourceId[0] !== urlSourceId) return new ApiError('invalid_source_id', 'X-Svc-Source-Id does not match the source_id in the URL')
   return undefined
 }

@@ -1,6 +1,8 @@
+import { networkInterfaces } from 'node:os'
 import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
 import type { Registry } from '../registry/index.js'
+import { ConfigError } from '../config/index.js'
 import { ApiError } from '../schemas/api-error.js'
 import type { RateCeiling } from '../schemas/manifest.js'
 import { openApiDocument } from '../schemas/openapi.js'
@@ -143,7 +145,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const { LIBUS_LISTEN_EXCLUSIVE_PORT } = uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT: number }
     const listen = app.listen as unknown as (host: string, port: number, options: number, cb: (s: us_listen_socket | false) => void) => void
     listen.call(app, options.host, options.port, LIBUS_LISTEN_EXCLUSIVE_PORT, (socket) =>
-      socket ? resolve(socket) : reject(new Error(`cannot listen on ${options.host}:${options.port}: in use, or not an address of this machine`)),
+      socket ? resolve(socket) : reject(listenError(options.host, options.port)),
     )
   })
   const port = uws.us_socket_local_port(listenSocket)
@@ -169,4 +171,15 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       return drainPromise
     },
   }
+}
+
+/**
+ * Why the listen failed, as far as can be told: an address this machine does not have
+ * is the operator's HOST (a ConfigError: restarting would not fix it); otherwise the
+ * port is taken, which a restart may outlive.
+ */
+function listenError(host: string, port: number): Error {
+  const own = new Set(['0.0.0.0', '::', 'localhost', ...Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address))])
+  if (!own.has(host)) return new ConfigError(`HOST=${JSON.stringify(host)} is not an address of this machine (it has ${[...own].join(', ')})`)
+  return new Error(`cannot listen on ${host}:${port}: the port is in use`)
 }

@@ -15,6 +15,13 @@ const codesFor = (status: number) =>
     .map(([c]) => c)
     .join(', ')}`
 const bearer = [{ bearer: [] }]
+/**
+ * What every bearer route may answer besides its own: 401 without a valid token, 403
+ * for a token of the wrong role, 503 while draining. A route with a body adds 400
+ * (not JSON, or not in time), 413 (too large) and 503 (too many slow uploads).
+ */
+const control = (...own: number[]) => errors(...new Set([401, 403, 503, ...own].sort((a, b) => a - b)))
+const withBody = (...own: number[]) => control(400, 413, ...own)
 const path = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } })
 const header = (name: string, description: string, required = true) => ({ name, in: 'header', required, description, schema: { type: 'string' } })
 
@@ -49,7 +56,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         },
       },
       '/v1/admin/tokens': {
-        post: { security: bearer, requestBody: json(CreateTokenRequest), responses: { '201': { description: 'token shown once', ...ok({}) }, ...errors(400, 401, 403) } },
+        post: { security: bearer, requestBody: json(CreateTokenRequest), responses: { '201': { description: 'token shown once', ...ok({}) }, ...withBody() } },
         get: {
           security: bearer,
           parameters: [
@@ -59,36 +66,36 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000 } },
             { name: 'cursor', in: 'query', schema: { type: 'string' } },
           ],
-          responses: { '200': { description: 'token records (never the token or its hash), oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...errors(400, 401, 403) },
+          responses: { '200': { description: 'token records (never the token or its hash), oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400) },
         },
       },
-      '/v1/admin/tokens/{token_id}': { get: { security: bearer, parameters: [path('token_id')], responses: { '200': { description: 'token record', ...ok({}) }, ...errors(401, 403, 404) } } },
-      '/v1/admin/tokens/{token_id}/revoke': { post: { security: bearer, parameters: [path('token_id')], responses: { '200': { description: 'revoked token record; repeating it changes nothing', ...ok({}) }, ...errors(401, 403, 404) } } },
-      '/v1/admin/agents': { post: { security: bearer, requestBody: json(CreateAgentRequest), responses: { '201': { description: 'agent', ...ok({}) }, ...errors(400, 401, 403, 409) } } },
-      '/v1/byo/sources': { post: { security: bearer, requestBody: json(CreateSourceRequest), responses: { '201': { description: 'source_id and ingest_endpoint', ...ok({}) }, ...errors(400, 401, 403, 404, 409) } } },
-      '/v1/byo/sources/{source_id}': { get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'source', ...ok({}) }, ...errors(401, 404) } } },
+      '/v1/admin/tokens/{token_id}': { get: { security: bearer, parameters: [path('token_id')], responses: { '200': { description: 'token record', ...ok({}) }, ...control(404) } } },
+      '/v1/admin/tokens/{token_id}/revoke': { post: { security: bearer, parameters: [path('token_id')], responses: { '200': { description: 'revoked token record; repeating it changes nothing', ...ok({}) }, ...control(404) } } },
+      '/v1/admin/agents': { post: { security: bearer, requestBody: json(CreateAgentRequest), responses: { '201': { description: 'agent', ...ok({}) }, ...withBody(409) } } },
+      '/v1/byo/sources': { post: { security: bearer, requestBody: json(CreateSourceRequest), responses: { '201': { description: 'source_id and ingest_endpoint', ...ok({}) }, ...withBody(404, 409) } } },
+      '/v1/byo/sources/{source_id}': { get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'source', ...ok({}) }, ...control(404) } } },
       '/v1/byo/sources/{source_id}/keys': {
-        get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'keys', ...ok({ type: 'array' }) }, ...errors(401, 404) } },
-        post: { security: bearer, parameters: [path('source_id')], requestBody: json(RegisterKeyRequest), responses: { '201': { description: 'pending key', ...ok({}) }, ...errors(400, 401, 404, 409) } },
+        get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'keys', ...ok({ type: 'array' }) }, ...control(404) } },
+        post: { security: bearer, parameters: [path('source_id')], requestBody: json(RegisterKeyRequest), responses: { '201': { description: 'pending key', ...ok({}) }, ...withBody(404, 409) } },
       },
-      '/v1/byo/sources/{source_id}/keys/{key_id}/promote': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], responses: { '200': { description: 'active key', ...ok({}) }, ...errors(401, 404, 409) } } },
-      '/v1/byo/sources/{source_id}/keys/{key_id}/revoke': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], responses: { '200': { description: 'revoked key', ...ok({}) }, ...errors(401, 404) } } },
+      '/v1/byo/sources/{source_id}/keys/{key_id}/promote': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], responses: { '200': { description: 'active key', ...ok({}) }, ...control(404, 409) } } },
+      '/v1/byo/sources/{source_id}/keys/{key_id}/revoke': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], responses: { '200': { description: 'revoked key', ...ok({}) }, ...control(404) } } },
       '/v1/byo/sources/{source_id}/ingest-errors': {
         get: {
           security: bearer,
           parameters: [path('source_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }],
-          responses: { '200': { description: 'refused requests, newest first, with next_cursor', ...ok({ type: 'array' }) }, ...errors(400, 401, 403, 404) },
+          responses: { '200': { description: 'refused requests, newest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400, 404) },
         },
       },
-      '/v1/byo/agents/{agent_id}': { get: { security: bearer, parameters: [path('agent_id')], responses: { '200': { description: 'agent with slots_used and open_slots', ...ok({}) }, ...errors(401, 403, 404) } } },
+      '/v1/byo/agents/{agent_id}': { get: { security: bearer, parameters: [path('agent_id')], responses: { '200': { description: 'agent with slots_used and open_slots', ...ok({}) }, ...control(404) } } },
       '/v1/byo/agents/{agent_id}/sources': {
         get: {
           security: bearer,
           parameters: [path('agent_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }],
-          responses: { '200': { description: 'the agent sources, oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...errors(400, 401, 403, 404) },
+          responses: { '200': { description: 'the agent sources, oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400, 404) },
         },
       },
-      '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format; admin token' }, ...errors(401, 403) } } },
+      '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format; admin token' }, ...control() } } },
       '/healthz': { get: { responses: { '200': { description: 'alive' } } } },
       '/readyz': { get: { responses: { '200': { description: 'ready' }, ...errors(503) } } },
     },

@@ -42,8 +42,7 @@ export function registerAdminRoutes(parts: JsonRoutesParts): void {
   // Oldest first; how a token whose creation answer was lost is found again, and revoked.
   jsonRoute(parts, 'get', '/v1/admin/tokens', { access: 'admin' }, ({ query }) => {
     const limit = pageLimit(query, TOKENS_PAGE)
-    const matches = [...registry.tokens()].filter(tokenFilter(query))
-    const page = pageAfter(matches, (r) => r.token_id, query.get('cursor'), limit)
+    const page = pageAfter(registry.tokens(), (r) => r.token_id, query.get('cursor'), limit, tokenFilter(query))
     return { status: 200, data: page.items.map(tokenView), nextCursor: page.nextCursor }
   })
 

@@ -7,18 +7,35 @@ export interface Page<T> {
 }
 
 /**
- * One page of `items` (in a stable order) after the item whose id is `cursor`. The
- * cursor is an id, not an offset, so a page stays right when records are added meanwhile;
- * a cursor naming no item is refused rather than read as the start.
+ * One page of the `items` that `keep` selects, after the item whose id is `cursor`. The
+ * cursor is an id, not an offset, so a page stays right when records are added
+ * meanwhile. It is looked up among all the items, not only the selected ones, so it
+ * still counts when its item stopped matching the filter in between (a token listed as
+ * live and then revoked). A cursor naming no item is refused rather than read as the start.
  */
-export function pageAfter<T>(items: readonly T[], idOf: (item: T) => string, cursor: string | null, limit: number): Page<T> {
-  let start = 0
-  if (cursor !== null) {
-    const after = items.findIndex((item) => idOf(item) === cursor)
-    if (after < 0) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
-    start = after + 1
+export function pageAfter<T>(
+  items: Iterable<T>,
+  idOf: (item: T) => string,
+  cursor: string | null,
+  limit: number,
+  keep: (item: T) => boolean = () => true,
+): Page<T> {
+  const page: T[] = []
+  let seeking = cursor !== null
+  let more = false
+  for (const item of items) {
+    if (seeking) {
+      seeking = idOf(item) !== cursor
+      continue
+    }
+    if (!keep(item)) continue
+    if (page.length === limit) {
+      more = true
+      break
+    }
+    page.push(item)
   }
-  const page = items.slice(start, start + limit)
+  if (seeking) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
   const last = page[page.length - 1]
-  return { items: page, nextCursor: start + limit < items.length && last !== undefined ? idOf(last) : null }
+  return { items: page, nextCursor: more && last !== undefined ? idOf(last) : null }
 }

@@ -174,18 +174,21 @@ export class IngestErrorLog {
     }
     const rings = this.#bySource.get(sourceId)
     if (rings === undefined) return { items: [], nextCursor: null }
-    // Merge the two rings newest first, both already in seq order.
+    // Merge the two rings newest first, both already in seq order. A ring is trimmed in
+    // steps and may hold up to a quarter more than its bound: only the newest are shown.
+    const aFloor = Math.max(0, rings.verified.length - this.#perSource)
+    const bFloor = Math.max(0, rings.unverified.length - this.#perSource)
     let a = lastBefore(rings.verified, before)
     let b = lastBefore(rings.unverified, before)
     const items: IngestErrorRecord[] = []
     let lastSeq = 0
-    while (items.length < limit && (a >= 0 || b >= 0)) {
-      const fromA = b < 0 || (a >= 0 && (rings.verified[a] as Entry).seq > (rings.unverified[b] as Entry).seq)
+    while (items.length < limit && (a >= aFloor || b >= bFloor)) {
+      const fromA = b < bFloor || (a >= aFloor && (rings.verified[a] as Entry).seq > (rings.unverified[b] as Entry).seq)
       const entry = (fromA ? rings.verified[a--] : rings.unverified[b--]) as Entry
       items.push(entry.record)
       lastSeq = entry.seq
     }
-    const more = a >= 0 || b >= 0
+    const more = a >= aFloor || b >= bFloor
     return { items, nextCursor: more ? Buffer.from(String(lastSeq)).toString('base64url') : null }
   }
 }

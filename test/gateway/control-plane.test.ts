@@ -119,6 +119,27 @@ t.test('a token is shown once and stored only as a hash', async (t) => {
   t.ok(stored.includes(createHash('sha256').update(token).digest('hex')), 'its SHA-256 is')
 })
 
+t.test('paging through the live tokens while revoking each one reaches them all: a cursor whose token was revoked meanwhile still counts', async (t) => {
+  const subject = `revoke-all-${Date.now()}`
+  const made: string[] = []
+  for (let i = 0; i < 4; i++) made.push((await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'creator', subject } })).body.data.token_id)
+  const seen: string[] = []
+  let cursor: string | null = null
+  for (let pages = 0; pages < 10; pages++) {
+    const page: any = await call(gw.url, 'GET', `/v1/admin/tokens?subject=${subject}&state=live&limit=1${cursor === null ? '' : `&cursor=${cursor}`}`, { token: gw.adminToken })
+    t.equal(page.status, 200, `page ${pages + 1}`)
+    for (const r of page.body.data) {
+      seen.push(r.token_id)
+      t.equal((await call(gw.url, 'POST', `/v1/admin/tokens/${r.token_id}/revoke`, { token: gw.adminToken })).status, 200)
+    }
+    cursor = page.body.next_cursor
+    if (cursor === null) break
+  }
+  t.same(seen, made, 'every token, in order, each once')
+  const live = await call(gw.url, 'GET', `/v1/admin/tokens?subject=${subject}&state=live`, { token: gw.adminToken })
+  t.same(live.body.data, [])
+})
+
 t.test('the admin lists tokens without their hashes, filters them, and pages through them', async (t) => {
   const subject = `lister-${Date.now()}`
   const made = []
@@ -390,11 +411,20 @@ t.test('the OpenAPI document lists every route, and each one it lists is served'
   t.equal(res.status, 200)
   t.equal(res.body.openapi, '3.1.0')
   t.same(res.body.components.schemas.SignalPayload.required.sort(), ['severity', 'signal_id', 'source_id', 'token', 'ts'])
-  for (const [path, ops] of Object.entries<Record<string, unknown>>(res.body.paths)) {
-    for (const method of Object.keys(ops)) {
-      const probe = await fetch(gw.url + path.replace(/\{[a-z_]+\}/g, 'x'), { method: method.toUpperCase() })
+  const renter = (await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject: 'openapi-probe' } })).body.data.token
+  for (const [path, ops] of Object.entries<Record<string, { security?: unknown; requestBody?: unknown; responses: Record<string, unknown> }>>(res.body.paths)) {
+    for (const [method, op] of Object.entries(ops)) {
+      const url = gw.url + path.replace(/\{[a-z_]+\}/g, 'x')
+      const probe = await fetch(url, { method: method.toUpperCase() })
       t.not(probe.status, 404, `${method} ${path} is routed`)
       t.not(probe.status, 405, `${method} ${path} is routed`)
+      if (op.security === undefined) continue
+      // Every answer a bearer route gives for the caller's role or the body's framing is listed.
+      const documented = Object.keys(op.responses)
+      t.equal(probe.status, 401, `${method} ${path} without a token`)
+      const asRenter = await fetch(url, { method: method.toUpperCase(), headers: { authorization: `Bearer ${renter}` } })
+      t.ok(documented.includes(String(asRenter.status)), `${method} ${path} answers a renter ${asRenter.status}, which is listed`)
+      for (const status of ['401', '403', '503', ...(op.requestBody === undefined ? [] : ['400', '413'])]) t.ok(documented.includes(status), `${method} ${path} lists ${status}`)
     }
   }
 })

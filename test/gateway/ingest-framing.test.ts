@@ -75,6 +75,14 @@ t.test('a captured request replayed with a byte >= 0x80 appended to its nonce (w
   }
 })
 
+t.test('a byte >= 0x80 inside any security header is refused with 401 missing_signature', async (t) => {
+  const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
+  for (const name of ['X-Svc-Source-Id', 'X-Svc-Key-Id', 'X-Svc-Timestamp', 'X-Svc-Nonce', 'X-Svc-Signature']) {
+    const spoiled = signedHeaders(body).map(([k, v]): [string, string] => [k, k === name ? `${v.slice(0, 5)}\xc3\xbf${v.slice(5)}` : v])
+    await refusedRaw(t, await rawRequest(gw.port, [requestBytes(path, spoiled, body)]), 401, 'missing_signature')
+  }
+})
+
 t.test('headers named like members of Object.prototype are ignored like any other unknown header', async (t) => {
   const body = Buffer.from(JSON.stringify(payload(src.sourceId)))
   const odd: Array<[string, string]> = [['Constructor', '1'], ['toString', 'x'], ['hasOwnProperty', 'y'], ['valueOf', 'z'], ['isPrototypeOf', 'w']]

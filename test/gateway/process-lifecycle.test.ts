@@ -62,10 +62,27 @@ t.test('while the state is rebuilt the gateway listens: healthz alive, readyz st
 })
 
 t.test('a bad variable stops the start with a message naming it', async (t) => {
-  for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2'], ['ADMIN_TOKEN', 'short-admin-token'], ['ADMIN_TOKEN', `${'a'.repeat(20)} ${'b'.repeat(20)}`], ['ADMIN_TOKEN', 'x'.repeat(257)], ['PUBLIC_BASE_URL', 'https://ingest.example.com/prefix'], ['PUBLIC_BASE_URL', 'ftp://ingest.example.com']] as const) {
+  for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2'], ['ADMIN_TOKEN', 'short-admin-token'], ['ADMIN_TOKEN', `${'a'.repeat(20)} ${'b'.repeat(20)}`], ['ADMIN_TOKEN', 'x'.repeat(257)], ['PUBLIC_BASE_URL', 'https://ingest.example.com/prefix'], ['PUBLIC_BASE_URL', 'ftp://ingest.example.com'], ['PUBLIC_BASE_URL', 'https://user:pw@ingest.example.com'], ['HOST', 'not-a-host'], ['HOST', '256.1.1.1']] as const) {
     const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], [name]: value, DATA_DIR: '/nonexistent/never' }, encoding: 'utf8', timeout: 20_000 })
     t.equal(run.status, 78, `${name}=${value} exits with EX_CONFIG`)
     t.match(run.stderr, name, `the message names ${name}`)
+  }
+})
+
+t.test('a HOST this machine does not have, or a DATA_DIR that cannot be a folder, stops the start with EX_CONFIG naming the variable', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sgw-config-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const file = join(dir, 'a-file')
+  await writeFile(file, 'not a folder')
+  // 192.0.2.1 is TEST-NET-1 (RFC 5737): an address no machine here has.
+  for (const [env, name] of [
+    [{ HOST: '192.0.2.1', DATA_DIR: join(dir, 'data') }, 'HOST'],
+    [{ DATA_DIR: file }, 'DATA_DIR'],
+    [{ DATA_DIR: join(file, 'below') }, 'DATA_DIR'],
+  ] as const) {
+    const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], PORT: '0', ...env }, encoding: 'utf8', timeout: 20_000 })
+    t.equal(run.status, 78, `${JSON.stringify(env)} exits with EX_CONFIG`)
+    t.match(run.stderr, `configuration error: ${name}=`, `the message names ${name}`)
   }
 })
 

@@ -86,3 +86,25 @@ t.test('unsigned refusals share one bound over all sources: the sources with the
   t.ok(junk.every((n) => n > 0), 'and none lost all of it')
   t.equal(errors.page('junk-0', 1, undefined)?.items[0]?.code, 'replayed_nonce', 'the verified refusal is still there')
 })
+
+t.test('a source lists at most INGEST_ERRORS_PER_SOURCE refusals of each kind, the newest, though its rings are trimmed in steps', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sgw-errors-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const log = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0 })
+  t.teardown(() => log.close())
+  const errors = new IngestErrorLog(log, { perSource: 10, maxUnverified: 100_000, onWriteError: (err) => t.fail(String(err)) })
+  // 12 of each: past the bound of 10, below the step (12.5) at which a ring is trimmed.
+  for (let i = 0; i < 12; i++) {
+    errors.record('src', { ...refusal(2 * i), code: 'replayed_nonce', key_id: 'key_a' }, `nonce-${i}`)
+    errors.record('src', refusal(2 * i + 1))
+  }
+  await settle()
+  const listed: string[] = []
+  for (let cursor: string | undefined, page; (page = errors.page('src', 7, cursor)) !== undefined; cursor = page.nextCursor) {
+    listed.push(...page.items.map((r) => r.request_id))
+    if (page.nextCursor === null) break
+  }
+  t.equal(listed.length, 20, 'ten of each kind')
+  t.same(listed.slice(0, 2), ['req-23', 'req-22'], 'newest first')
+  t.notOk(listed.includes('req-0') || listed.includes('req-1') || listed.includes('req-2') || listed.includes('req-3'), 'the two oldest of each kind are not shown')
+})
