@@ -355,7 +355,11 @@ export class IngestPipeline {
     let restored = 0
     for (;;) {
       const batch = await this.#o.log.read(start, 4096)
-      if (batch.length === 0) return { restored, snapshot: snapshot === undefined ? undefined : { entries: snapshot.entries } }
+      if (batch.length === 0) {
+        // Kept until now, so a start cut short (SIGTERM while rebuilding) still finds it.
+        if (snapshot !== undefined) await this.#removeSnapshot()
+        return { restored, snapshot: snapshot === undefined ? undefined : { entries: snapshot.entries } }
+      }
       for (const entry of batch) {
         if (entry.seq <= after || entry.time < windowStart) continue
         const r = decodeSignalRecord(entry.data)
@@ -375,14 +379,17 @@ export class IngestPipeline {
   /**
    * Takes over the snapshot of the last clean shutdown if it matches the log: the
    * record it names must be the one the log holds at that seq (a log restored from a
-   * backup, or cut back by a power cut, would not match). The file is removed once read,
-   * so a crash later rebuilds from the log and never from a state it has outgrown.
+   * backup, or cut back by a power cut, would not match). The file is removed once the
+   * rebuild is through, so a crash later rebuilds from the log and never from a state it
+   * has outgrown (which would still be right, only slower: the log holds the rest).
    */
   async #restoreSnapshot(now: number): Promise<{ log: LogMark | null; entries: number } | undefined> {
     const file = this.#o.stateFile
     if (file === undefined) return undefined
-    const skip = (why: string, err?: unknown) => {
+    // An unusable file is removed at once: the next start would only refuse it again.
+    const skip = async (why: string, err?: unknown) => {
       this.#o.onWarning(`ingest state snapshot not used (${why}); rebuilding from the log`, err)
+      await this.#removeSnapshot()
       this.#dedup = this.#newDedup()
       this.#nonces = this.#newNonceStore()
       return undefined
@@ -390,16 +397,18 @@ export class IngestPipeline {
     try {
       const snapshot = await readStateSnapshot(file)
       if (snapshot === undefined) return undefined
-      await unlinkIfPresent(file)
       if (snapshot.dedupWindowMs !== this.#o.dedupWindowMs || snapshot.nonceWindowMs !== this.#o.nonceWindowMs) return skip('written under other windows')
       if (snapshot.log !== null && !(await this.#logHolds(snapshot.log))) return skip(`the log does not hold its last record, seq ${snapshot.log.seq}`)
       this.#dedup.restoreSnapshot(snapshot.dedup, now)
       this.#nonces.restoreSnapshot(snapshot.nonces, now)
       return { log: snapshot.log, entries: this.#dedup.size + this.#nonces.size }
     } catch (err) {
-      await unlinkIfPresent(file).catch(() => undefined)
       return skip('unreadable', err)
     }
+  }
+
+  async #removeSnapshot(): Promise<void> {
+    await unlinkIfPresent(this.#o.stateFile as string).catch((err: unknown) => this.#o.onWarning('the ingest state snapshot could not be removed after use', err))
   }
 
   async #logHolds(mark: LogMark): Promise<boolean> {

@@ -554,3 +554,15 @@ t.test('a saved state is not used when the log does not hold its last record, wh
     })
   }
 })
+
+t.test('a rebuild cut short keeps the saved state, so the next start still takes it over', async (t) => {
+  const { log, makePipeline, stateFile, pipeline, mark } = await savedState(t)
+  await pipeline.saveState(mark)
+  // A start stopped while it read the log after the mark (a SIGTERM during the rebuild).
+  const read: typeof log.read = (start, max) => ('fromSeq' in start && start.fromSeq > mark.seq ? Promise.reject(new Error('stopped')) : log.read(start, max))
+  const stopped = new Proxy(log, { get: (target, name: keyof typeof log) => (name === 'read' ? read : target[name].bind(target)) })
+  await t.rejects(makePipeline({ log: stopped, stateFile }).rebuild(), { message: 'stopped' })
+  t.ok((await stat(stateFile)).size > 0, 'the file is still there')
+  const report = await makePipeline({ stateFile }).rebuild()
+  t.ok(report.snapshot, 'and the next start uses it')
+})
