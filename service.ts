@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
-import { mkdir, readFile } from 'node:fs/promises'
-import { join, resolve } from 'node:path'
+import { mkdir, readFile, stat } from 'node:fs/promises'
+import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
 import { ConfigError, isUsableAdminToken, type Config } from './config/index.js'
 import { lockDataDir } from './data-dir-lock.js'
@@ -43,10 +43,31 @@ async function adminToken(config: Config, dataDir: string): Promise<{ token: str
   return { token, file }
 }
 
+/**
+ * `mkdir -p`, one level at a time: Node's own recursive mkdir never settles for a path
+ * under /proc (measured with Node 20), which would hang the start instead of failing it.
+ */
+async function makeDir(path: string): Promise<void> {
+  try {
+    await mkdir(path, { mode: 0o700 })
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code
+    if (code === 'EEXIST') {
+      if ((await stat(path)).isDirectory()) return
+      throw err
+    }
+    if (code !== 'ENOENT' || dirname(path) === path) throw err
+    await makeDir(dirname(path))
+    await mkdir(path, { mode: 0o700 }).catch((again: NodeJS.ErrnoException) => {
+      if (again.code !== 'EEXIST') throw again
+    })
+  }
+}
+
 /** Opens every backend of the embedded deployment and starts the gateway on top. */
 export async function startService(config: Config, logger: Logger): Promise<RunningService> {
   const dataDir = resolve(config.DATA_DIR)
-  await mkdir(dataDir, { recursive: true, mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
+  await makeDir(dataDir).catch((err: NodeJS.ErrnoException) => {
     // Not a folder, or not one this user may write: restarting would not change that.
     throw new ConfigError(`DATA_DIR=${JSON.stringify(config.DATA_DIR)} cannot be used as the data folder (${err.code ?? err.message})`)
   })

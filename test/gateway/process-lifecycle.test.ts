@@ -79,6 +79,8 @@ t.test('a HOST this machine does not have, or a DATA_DIR that cannot be a folder
     [{ HOST: '192.0.2.1', DATA_DIR: join(dir, 'data') }, 'HOST'],
     [{ DATA_DIR: file }, 'DATA_DIR'],
     [{ DATA_DIR: join(file, 'below') }, 'DATA_DIR'],
+    // Where Node's recursive mkdir never settles.
+    [{ DATA_DIR: '/proc/sgw-nothing/data' }, 'DATA_DIR'],
   ] as const) {
     const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], PORT: '0', ...env }, encoding: 'utf8', timeout: 20_000 })
     t.equal(run.status, 78, `${JSON.stringify(env)} exits with EX_CONFIG`)
