@@ -309,9 +309,15 @@ export class ShardedExpiringIndex {
     return this.shards.map((s) => s.exportLive(now))
   }
 
-  /** Inserts parts exported from an index keyed by the same hash, each into its own shard. */
-  importParts(parts: readonly IndexPart[], now: number, onAdded?: (shard: number, slot: number) => void): void {
+  /**
+   * Inserts parts exported from an index keyed by the same hash, each into its own
+   * shard, letting the event loop run between shards (millions of entries take seconds).
+   */
+  async importParts(parts: readonly IndexPart[], now: number, onAdded?: (shard: number, slot: number) => void): Promise<void> {
     if (parts.length !== this.shards.length) throw new RangeError(`expected ${this.shards.length} parts, got ${parts.length}`)
-    parts.forEach((part, i) => (this.shards[i] as ExpiringIndex).importPart(part, now, onAdded && ((slot) => onAdded(i, slot))))
+    for (const [i, part] of parts.entries()) {
+      ;(this.shards[i] as ExpiringIndex).importPart(part, now, onAdded && ((slot) => onAdded(i, slot)))
+      await new Promise((resolve) => setImmediate(resolve))
+    }
   }
 }

@@ -1,8 +1,9 @@
+import { dirname } from 'node:path'
 import { ApiError } from '../../schemas/api-error.js'
 import { enforcedMaxRate, PERIOD_MS, type Manifest, type RateCeiling } from '../../schemas/manifest.js'
 import { isWithinSkew, type AcceptedBody } from '../../schemas/signal.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
-import { unlinkIfPresent } from '../journal/durable-fs.js'
+import { syncDir, unlinkIfPresent } from '../journal/durable-fs.js'
 import { isLogError } from '../log-error.js'
 import type { ReadStart, SignalLog } from '../log.js'
 import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js'
@@ -368,6 +369,8 @@ export class IngestPipeline {
           r.idempotency_key ?? undefined,
           { bodySha256: r.body_sha256, signalId: r.signal_id, receivedAtMs: Date.parse(r.received_at), test: r.test },
           entry.time,
+          // A signal appended while the state was being saved can be in both.
+          snapshot !== undefined,
         )
         this.#nonces.restore(r.source_id, r.key_id, r.nonce, entry.time, now)
         restored++
@@ -399,16 +402,24 @@ export class IngestPipeline {
       if (snapshot === undefined) return undefined
       if (snapshot.dedupWindowMs !== this.#o.dedupWindowMs || snapshot.nonceWindowMs !== this.#o.nonceWindowMs) return skip('written under other windows')
       if (snapshot.log !== null && !(await this.#logHolds(snapshot.log))) return skip(`the log does not hold its last record, seq ${snapshot.log.seq}`)
-      this.#dedup.restoreSnapshot(snapshot.dedup, now)
-      this.#nonces.restoreSnapshot(snapshot.nonces, now)
+      await this.#dedup.restoreSnapshot(snapshot.dedup, now)
+      await this.#nonces.restoreSnapshot(snapshot.nonces, now)
       return { log: snapshot.log, entries: this.#dedup.size + this.#nonces.size }
     } catch (err) {
       return skip('unreadable', err)
     }
   }
 
+  /**
+   * Removed for good (the folder synced, so a power cut does not bring it back). Should
+   * that fail, a later start would take the old state over and read the log after it:
+   * slower, still right, since the log holds everything after the mark.
+   */
   async #removeSnapshot(): Promise<void> {
-    await unlinkIfPresent(this.#o.stateFile as string).catch((err: unknown) => this.#o.onWarning('the ingest state snapshot could not be removed after use', err))
+    const file = this.#o.stateFile as string
+    await unlinkIfPresent(file)
+      .then(() => syncDir(dirname(file)))
+      .catch((err: unknown) => this.#o.onWarning('the ingest state snapshot could not be removed after use', err))
   }
 
   async #logHolds(mark: LogMark): Promise<boolean> {

@@ -132,12 +132,12 @@ export class NonceStore {
    * scope numbering, which the stored nonces refer to: only into an empty store. Like a
    * restore from the log, it ignores the bounds: these nonces were claimed.
    */
-  restoreSnapshot(snapshot: NonceSnapshot, now: number): void {
+  async restoreSnapshot(snapshot: NonceSnapshot, now: number): Promise<void> {
     if (this.size > 0 || this.#scopeIds.size > 0) throw new Error('a nonce snapshot is restored only into an empty store')
     this.#hasher = new KeyedHash64(snapshot.key)
     for (const [sourceId, keyId] of snapshot.scopes) this.#scope(sourceId, keyId)
     if (this.#scopeIds.size !== snapshot.scopes.length) throw new RangeError('a nonce snapshot names a scope twice')
-    this.#index.importParts(snapshot.index, now, (shard, slot) => {
+    await this.#index.importParts(snapshot.index, now, (shard, slot) => {
       const scope = (this.#scopeOf[shard] as () => Uint32Array)()[slot] as number
       if (scope >= this.#scopeIds.size) throw new RangeError(`a nonce names scope ${scope} of ${this.#scopeIds.size}`)
       this.#room.added(this.#sourceOfScope[scope] as number)

@@ -219,16 +219,25 @@ export class SignalDedup {
     }
   }
 
-  remember(sourceId: string, idempotencyKey: string | undefined, record: DedupRecord, acceptedAt: number): void {
+  /**
+   * Remembers an accepted signal. `ifAbsent` (the rebuild after a restart, which may read
+   * again a signal a snapshot already holds) leaves an id already held as it is, so it is
+   * neither stored nor counted twice.
+   */
+  remember(sourceId: string, idempotencyKey: string | undefined, record: DedupRecord, acceptedAt: number, ifAbsent = false): void {
     const source = this.#source(sourceId)
     const expiresAt = acceptedAt + this.#windowMs
     bodyWords(record.bodySha256, this.#words)
     if (this.#lastSignal === `${source}\n${record.signalId}`) this.#signalHash.set(this.#lastSignalHash)
     else this.#hasher.hash(record.signalId, source, this.#signalHash)
-    this.#store(this.#bySignal, source, this.#signalHash, expiresAt, record)
+    if (!ifAbsent || this.#findHash(this.#bySignal, source, this.#signalHash, acceptedAt) === undefined) {
+      this.#store(this.#bySignal, source, this.#signalHash, expiresAt, record)
+    }
     if (idempotencyKey !== undefined && idempotencyKey !== record.signalId) {
       this.#hasher.hash(idempotencyKey, source, this.#idHash)
-      this.#store(this.#byIdempotencyKey, source, this.#idHash, expiresAt, record)
+      if (!ifAbsent || this.#findHash(this.#byIdempotencyKey, source, this.#idHash, acceptedAt) === undefined) {
+        this.#store(this.#byIdempotencyKey, source, this.#idHash, expiresAt, record)
+      }
     }
   }
 
@@ -265,13 +274,13 @@ export class SignalDedup {
    * source numbering, which the stored entries refer to: only into an empty index.
    * Like the rebuild from the log, it ignores the bounds: the log holds these signals.
    */
-  restoreSnapshot(snapshot: DedupSnapshot, now: number): void {
+  async restoreSnapshot(snapshot: DedupSnapshot, now: number): Promise<void> {
     if (this.size > 0 || this.#sources.size > 0) throw new Error('a dedup snapshot is restored only into an empty index')
     this.#hasher = new KeyedHash64(snapshot.key)
     for (const sourceId of snapshot.sources) this.#source(sourceId)
     if (this.#sources.size !== snapshot.sources.length) throw new RangeError('a dedup snapshot names a source twice')
     for (const [table, parts] of [[this.#bySignal, snapshot.bySignal], [this.#byIdempotencyKey, snapshot.byIdempotencyKey]] as const) {
-      table.index.importParts(parts, now, (shard, slot) => {
+      await table.index.importParts(parts, now, (shard, slot) => {
         const source = (table.source[shard] as () => Uint32Array)()[slot] as number
         if (source < 1 || source > this.#sources.size) throw new RangeError(`a dedup entry names source ${source} of ${this.#sources.size}`)
         this.#room.added(source)

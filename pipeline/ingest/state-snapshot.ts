@@ -1,4 +1,6 @@
-import { open, readFile, rename } from 'node:fs/promises'
+import { constants as bufferLimits } from 'node:buffer'
+import { constants as fsFlags } from 'node:fs'
+import { open, rename } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { crc32c } from '../journal/crc32c.js'
 import { syncDir, unlinkIfPresent } from '../journal/durable-fs.js'
@@ -22,6 +24,11 @@ const MAGIC = Buffer.from('SGWSTAT1')
 const VERSION = 1
 const PREFIX_BYTES = MAGIC.length + 8
 const DESCRIPTOR_BYTES = 8
+/** The largest file read back whole (a Buffer's limit: 4 GiB here, about 75 million signals). */
+const MAX_FILE_BYTES = bufferLimits.MAX_LENGTH
+/** Reads and checksums run in steps of this much, with the event loop let through between. */
+const STEP_BYTES = 64 * 1024 * 1024
+const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve))
 
 /** The log's last record when the state was taken: the state covers it and all before. */
 export interface LogMark {
@@ -104,6 +111,8 @@ export async function writeStateSnapshot(path: string, snapshot: IngestStateSnap
   prefix.writeUInt32LE(arrays.length, MAGIC.length + 4)
   json.copy(prefix, PREFIX_BYTES)
 
+  const size = prefix.length + arrays.reduce((n, a) => n + DESCRIPTOR_BYTES + a.byteLength + pad8(a.byteLength), 0) + 4
+  if (size > MAX_FILE_BYTES) throw new SnapshotError(`the state takes ${size} bytes, more than a start can read back (${MAX_FILE_BYTES})`)
   const tmp = `${path}.tmp`
   const fh = await open(tmp, 'w', 0o600)
   let position = 0
@@ -145,16 +154,16 @@ export async function writeStateSnapshot(path: string, snapshot: IngestStateSnap
 
 /** The snapshot at `path`, or undefined if there is none; SnapshotError if it cannot be used. */
 export async function readStateSnapshot(path: string): Promise<IngestStateSnapshot | undefined> {
-  let file: Buffer
-  try {
-    file = await readFile(path)
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-    throw err
-  }
+  const file = await readWhole(path)
+  if (file === undefined) return undefined
   if (file.length < PREFIX_BYTES + 4 || !file.subarray(0, MAGIC.length).equals(MAGIC)) throw new SnapshotError('not an ingest state snapshot')
   const end = file.length - 4
-  if (crc32c(file, 0, end) !== file.readUInt32LE(end)) throw new SnapshotError('checksum mismatch')
+  let crc = 0
+  for (let off = 0; off < end; off += STEP_BYTES) {
+    crc = crc32c(file, off, Math.min(end, off + STEP_BYTES), crc)
+    await yieldToLoop()
+  }
+  if (crc !== file.readUInt32LE(end)) throw new SnapshotError('checksum mismatch')
   const jsonLength = file.readUInt32LE(MAGIC.length)
   const count = file.readUInt32LE(MAGIC.length + 4)
   if (PREFIX_BYTES + jsonLength > end) throw new SnapshotError('header runs past the end')
@@ -207,6 +216,37 @@ export async function readStateSnapshot(path: string): Promise<IngestStateSnapsh
   }
   if (next !== arrays.length) throw new SnapshotError('arrays left after the last table')
   return snapshot
+}
+
+/**
+ * The file's bytes, or undefined if there is none. Opened without blocking and refused
+ * unless it is a regular file: opening a FIFO put in its place would wait for a writer
+ * forever, and the start with it.
+ */
+async function readWhole(path: string): Promise<Buffer | undefined> {
+  let fh
+  try {
+    fh = await open(path, fsFlags.O_RDONLY | fsFlags.O_NONBLOCK)
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
+    throw err
+  }
+  try {
+    const { size } = await fh.stat().then((st) => {
+      if (!st.isFile()) throw new SnapshotError('not a regular file')
+      return st
+    })
+    if (size > MAX_FILE_BYTES) throw new SnapshotError(`${size} bytes, more than can be read back`)
+    const file = Buffer.allocUnsafe(size)
+    for (let off = 0; off < size; ) {
+      const { bytesRead } = await fh.read(file, off, Math.min(STEP_BYTES, size - off), off)
+      if (bytesRead === 0) throw new SnapshotError('file shorter than its size')
+      off += bytesRead
+    }
+    return file
+  } finally {
+    await fh.close()
+  }
 }
 
 /** A typed array over the file's bytes, in place when aligned (a large read is), else copied. */

@@ -566,3 +566,16 @@ t.test('a rebuild cut short keeps the saved state, so the next start still takes
   const report = await makePipeline({ stateFile }).rebuild()
   t.ok(report.snapshot, 'and the next start uses it')
 })
+
+t.test('a signal appended while the state was being saved, so both in the saved state and after its mark, is remembered once', async (t) => {
+  const { verifier, makePipeline, request, stateFile, pipeline, mark } = await savedState(t)
+  await passed(verifier, pipeline.process(request({ idempotencyKey: 'idem_late' })))
+  await pipeline.saveState(mark)
+  const next = makePipeline({ stateFile })
+  const report = await next.rebuild()
+  t.equal(report.restored, 1, 'read again from the log')
+  const fromLog = makePipeline()
+  await fromLog.rebuild()
+  t.equal(next.dedupEntries, fromLog.dedupEntries, 'as many entries as a rebuild from the log alone')
+  t.equal(next.dedupEntries, 4, 'two signals, each with its own Idempotency-Key')
+})

@@ -1,4 +1,5 @@
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { spawnSync } from 'node:child_process'
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
@@ -56,8 +57,8 @@ t.test('a snapshot written and read back restores every live entry: replays, con
   t.same(read!.log, { seq: 42, time: now - 5, dedupId: 'src_0/sig-41' })
   const dedup = new SignalDedup({ windowMs: WINDOW, maxEntries: 10 * n })
   const nonces = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 10 * n })
-  dedup.restoreSnapshot(read!.dedup, now)
-  nonces.restoreSnapshot(read!.nonces, now)
+  await dedup.restoreSnapshot(read!.dedup, now)
+  await nonces.restoreSnapshot(read!.nonces, now)
   before.dedup.sweep(now)
   before.nonces.sweep(now)
   t.equal(dedup.size, before.dedup.size, 'the live dedup entries, no more')
@@ -86,7 +87,7 @@ t.test('a restored store keeps counting room per source: the share of a source i
   const nonces = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 40 })
   await writeStateSnapshot(file, { writtenAt: 0, dedupWindowMs: WINDOW, nonceWindowMs: NONCE_WINDOW, log: null, dedup: dedup.snapshot(0), nonces: nonces.snapshot(0) })
   const restored = new SignalDedup({ windowMs: WINDOW, maxEntries: 40 })
-  restored.restoreSnapshot((await readStateSnapshot(file))!.dedup, 0)
+  await restored.restoreSnapshot((await readStateSnapshot(file))!.dedup, 0)
   t.equal(restored.takeRoom('heavy', 'one-more', undefined, 0), 'source_full', 'a quarter of 40 is already held')
   t.type(restored.takeRoom('light', 'one', undefined, 0), 'function')
 })
@@ -118,8 +119,17 @@ t.test('a snapshot is restored only into an empty store, so it cannot mix with e
   const stores = filledStores(10, () => now)
   const dedup = new SignalDedup({ windowMs: WINDOW, maxEntries: 100 })
   dedup.remember('s', undefined, { bodySha256: hex(1), signalId: 'x', receivedAtMs: 1, test: false }, now)
-  t.throws(() => dedup.restoreSnapshot(stores.dedup.snapshot(now), now))
+  await t.rejects(dedup.restoreSnapshot(stores.dedup.snapshot(now), now))
   const nonces = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 100 })
   nonces.claim('s', 'k', 'n', now, 100)
-  t.throws(() => nonces.restoreSnapshot(stores.nonces.snapshot(now), now))
+  await t.rejects(nonces.restoreSnapshot(stores.nonces.snapshot(now), now))
+})
+
+t.test('a FIFO or a folder in place of the snapshot is refused at once, not waited on', async (t) => {
+  const file = await tempFile(t)
+  t.equal(spawnSync('mkfifo', ['-m', '600', file]).status, 0, 'mkfifo (coreutils)')
+  await t.rejects(readStateSnapshot(file), { name: 'SnapshotError', message: 'not a regular file' })
+  await rm(file)
+  await mkdir(file)
+  await t.rejects(readStateSnapshot(file))
 })
