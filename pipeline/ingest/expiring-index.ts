@@ -1,3 +1,5 @@
+import { setImmediate as yieldToLoop } from 'node:timers/promises'
+
 /**
  * A set of 64-bit keys that each expire, on typed arrays: an open-addressing hash
  * table (linear probing) over a ring of entries kept in insertion order. The ingest
@@ -317,7 +319,7 @@ export class ShardedExpiringIndex {
     if (parts.length !== this.shards.length) throw new RangeError(`expected ${this.shards.length} parts, got ${parts.length}`)
     for (const [i, part] of parts.entries()) {
       ;(this.shards[i] as ExpiringIndex).importPart(part, now, onAdded && ((slot) => onAdded(i, slot)))
-      await new Promise((resolve) => setImmediate(resolve))
+      await yieldToLoop()
     }
   }
 }

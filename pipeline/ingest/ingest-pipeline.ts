@@ -350,9 +350,9 @@ export class IngestPipeline {
     const windowStart = now - this.#o.dedupWindowMs
     const snapshot = await this.#restoreSnapshot(now)
     const mark = snapshot?.log
-    // Records up to the mark are in the snapshot; one older than the window would be expired anyway.
+    // Records up to the mark are in the snapshot; one older than the window would be
+    // expired anyway. Record times never go back, so either start is past the mark.
     let start: ReadStart = mark && mark.time >= windowStart ? { fromSeq: mark.seq + 1 } : { fromTime: windowStart }
-    const after = mark?.seq ?? 0
     let restored = 0
     for (;;) {
       const batch = await this.#o.log.read(start, 4096)
@@ -362,7 +362,6 @@ export class IngestPipeline {
         return { restored, snapshot: snapshot === undefined ? undefined : { entries: snapshot.entries } }
       }
       for (const entry of batch) {
-        if (entry.seq <= after || entry.time < windowStart) continue
         const r = decodeSignalRecord(entry.data)
         this.#dedup.remember(
           r.source_id,

@@ -36,8 +36,6 @@ export class NonceStore {
   readonly #scopeOf: Array<() => Uint32Array>
   /** (source, key) → small integer, so an entry stores 4 bytes of scope, not two ids. */
   readonly #scopeIds = new Map<string, number>()
-  /** Scope number → (source_id, key_id), for a snapshot. */
-  readonly #scopeNames: Array<readonly [string, string]> = []
   /** Scope → its source's small integer. */
   readonly #sourceOfScope: number[] = []
   readonly #sourceIds = new Map<string, number>()
@@ -70,7 +68,6 @@ export class NonceStore {
         this.#sourceIds.set(sourceId, source)
       }
       this.#sourceOfScope.push(source)
-      this.#scopeNames.push([sourceId, keyId])
     }
     return id
   }
@@ -124,7 +121,12 @@ export class NonceStore {
 
   /** The nonces live at `now`, copied out with what it takes to find them again. */
   snapshot(now: number): NonceSnapshot {
-    return { key: this.#hasher.key, scopes: [...this.#scopeNames], index: this.#index.exportLive(now) }
+    // Scope numbers follow the map's insertion order; a source id (generated) holds no newline.
+    const scopes = [...this.#scopeIds.keys()].map((name): [string, string] => {
+      const cut = name.indexOf('\n')
+      return [name.slice(0, cut), name.slice(cut + 1)]
+    })
+    return { key: this.#hasher.key, scopes, index: this.#index.exportLive(now) }
   }
 
   /**

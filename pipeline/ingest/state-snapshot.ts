@@ -1,9 +1,10 @@
 import { constants as bufferLimits } from 'node:buffer'
 import { constants as fsFlags } from 'node:fs'
-import { open, rename } from 'node:fs/promises'
+import { open } from 'node:fs/promises'
 import { dirname } from 'node:path'
+import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import { crc32c } from '../journal/crc32c.js'
-import { syncDir, unlinkIfPresent } from '../journal/durable-fs.js'
+import { replaceFileDurably } from '../journal/durable-fs.js'
 import type { Column, IndexPart } from './expiring-index.js'
 import type { NonceSnapshot } from './nonce-store.js'
 import type { DedupSnapshot } from './signal-dedup.js'
@@ -28,7 +29,6 @@ const DESCRIPTOR_BYTES = 8
 const MAX_FILE_BYTES = bufferLimits.MAX_LENGTH
 /** Reads and checksums run in steps of this much, with the event loop let through between. */
 const STEP_BYTES = 64 * 1024 * 1024
-const yieldToLoop = () => new Promise((resolve) => setImmediate(resolve))
 
 /** The log's last record when the state was taken: the state covers it and all before. */
 export interface LogMark {
@@ -88,8 +88,8 @@ function tablesOf(s: IngestStateSnapshot): Array<{ layout: TableLayout; parts: r
 }
 
 /**
- * Writes the snapshot whole or not at all (temporary file, fsync, rename, folder sync):
- * a crash while writing leaves the previous file, or none.
+ * Writes the snapshot whole or not at all (replaceFileDurably): a crash while writing
+ * leaves the previous file, or none. Returns the bytes written.
  */
 export async function writeStateSnapshot(path: string, snapshot: IngestStateSnapshot): Promise<number> {
   const tables = tablesOf(snapshot)
@@ -111,45 +111,23 @@ export async function writeStateSnapshot(path: string, snapshot: IngestStateSnap
   prefix.writeUInt32LE(arrays.length, MAGIC.length + 4)
   json.copy(prefix, PREFIX_BYTES)
 
-  const size = prefix.length + arrays.reduce((n, a) => n + DESCRIPTOR_BYTES + a.byteLength + pad8(a.byteLength), 0) + 4
-  if (size > MAX_FILE_BYTES) throw new SnapshotError(`the state takes ${size} bytes, more than a start can read back (${MAX_FILE_BYTES})`)
-  const tmp = `${path}.tmp`
-  const fh = await open(tmp, 'w', 0o600)
-  let position = 0
-  let crc = 0
-  const put = async (bytes: Uint8Array) => {
-    crc = crc32c(bytes, 0, bytes.length, crc)
-    for (let done = 0; done < bytes.length; ) {
-      const { bytesWritten } = await fh.write(bytes, done, bytes.length - done, position)
-      done += bytesWritten
-      position += bytesWritten
-    }
-  }
-  try {
-    await put(prefix)
+  const pieces: Uint8Array[] = [prefix]
+  for (const array of arrays) {
     const descriptor = Buffer.alloc(DESCRIPTOR_BYTES)
-    for (const array of arrays) {
-      descriptor.writeUInt32LE(array.BYTES_PER_ELEMENT, 0)
-      descriptor.writeUInt32LE(array.length, 4)
-      await put(descriptor)
-      const bytes = new Uint8Array(array.buffer, array.byteOffset, array.byteLength)
-      await put(bytes)
-      await put(Buffer.alloc(pad8(bytes.length)))
-    }
-    const trailer = Buffer.alloc(4)
-    trailer.writeUInt32LE(crc, 0)
-    await fh.write(trailer, 0, 4, position)
-    position += 4
-    await fh.sync()
-  } catch (err) {
-    await fh.close().catch(() => undefined)
-    await unlinkIfPresent(tmp).catch(() => undefined)
-    throw err
+    descriptor.writeUInt32LE(array.BYTES_PER_ELEMENT, 0)
+    descriptor.writeUInt32LE(array.length, 4)
+    pieces.push(descriptor, new Uint8Array(array.buffer, array.byteOffset, array.byteLength), Buffer.alloc(pad8(array.byteLength)))
   }
-  await fh.close()
-  await rename(tmp, path)
-  await syncDir(dirname(path))
-  return position
+  const trailer = Buffer.alloc(4)
+  trailer.writeUInt32LE(
+    pieces.reduce((crc, piece) => crc32c(piece, 0, piece.length, crc), 0),
+    0,
+  )
+  pieces.push(trailer)
+  const size = pieces.reduce((n, piece) => n + piece.length, 0)
+  if (size > MAX_FILE_BYTES) throw new SnapshotError(`the state takes ${size} bytes, more than a start can read back (${MAX_FILE_BYTES})`)
+  await replaceFileDurably(path, dirname(path), pieces, 0o600)
+  return size
 }
 
 /** The snapshot at `path`, or undefined if there is none; SnapshotError if it cannot be used. */

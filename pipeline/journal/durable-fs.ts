@@ -34,12 +34,18 @@ export function writeFully(fd: number, buf: Uint8Array, position: number): void 
 /**
  * Replaces `path` atomically: a reader (or a restart) sees the old content or the new,
  * never a half-written file. Write a temporary, sync it, rename over, sync the folder.
+ * `data` may come in pieces, written one after another, so a large file need not be
+ * joined into one buffer first.
  */
-export async function replaceFileDurably(path: string, dir: string, data: Uint8Array, mode = 0o644): Promise<void> {
+export async function replaceFileDurably(path: string, dir: string, data: Uint8Array | readonly Uint8Array[], mode = 0o644): Promise<void> {
   const tmp = `${path}.tmp`
   const fh = await open(tmp, 'w', mode)
   try {
-    writeFully(fh.fd, data, 0)
+    let position = 0
+    for (const piece of data instanceof Uint8Array ? [data] : data) {
+      writeFully(fh.fd, piece, position)
+      position += piece.length
+    }
     await fh.sync()
   } finally {
     await fh.close()
