@@ -5,7 +5,7 @@ import type { Logger } from 'pino'
 import { ConfigError, isUsableAdminToken, type Config } from './config/index.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { startGateway } from './gateway/index.js'
-import { IngestErrorLog, IngestPipeline, openJournal, replaceFileDurably, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
+import { IngestErrorLog, IngestPipeline, openJournal, replaceFileDurably, scheduleStateSaves, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
 import { NONCE_WINDOW_MS } from './schemas/signal.js'
 
@@ -21,6 +21,12 @@ export interface RunningService {
   /** SIGTERM path: stop accepting, finish in-flight requests, flush the logs. */
   stop(): Promise<void>
 }
+
+/**
+ * The most of the time the running saves of the ingest state may take: a save of d ms
+ * puts the next one at least 20 d later.
+ */
+const STATE_SAVE_MAX_SHARE = 0.05
 
 /** The admin token: from the environment, else the one kept in DATA_DIR, else a new one. */
 async function adminToken(config: Config, dataDir: string): Promise<{ token: string; file: string | undefined }> {
@@ -211,13 +217,14 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     logger.info(
       {
         from_snapshot: rebuilt.snapshot !== undefined,
+        ...(rebuilt.snapshot && { snapshot_age_s: Math.round((Date.now() - rebuilt.snapshot.writtenAt) / 1000) }),
         restored_signals: rebuilt.restored,
         dedup_entries: pipeline.dedupEntries,
         nonces: pipeline.liveNonces,
         ms: steps.report(),
         journal: signalLog.info(),
       },
-      rebuilt.snapshot === undefined ? 'state rebuilt from the journal' : 'state taken over from the last shutdown, and the journal read after it',
+      rebuilt.snapshot === undefined ? 'state rebuilt from the journal' : 'state taken over from the last saved state, and the journal read after it',
     )
   } catch (err) {
     await gateway.drain(0)
@@ -225,14 +232,25 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   }
   starting = false
   const sweeper = setInterval(() => pipeline.sweep(), 5_000).unref()
+  // Best-effort: without a saved state the next start rebuilds from the journal, only slower.
+  const saves =
+    config.INGEST_STATE_SAVE_S === 0
+      ? undefined
+      : scheduleStateSaves({
+          intervalMs: config.INGEST_STATE_SAVE_S * 1000,
+          maxShare: STATE_SAVE_MAX_SHARE,
+          save: () => pipeline.saveState(),
+          onSaved: (saved, ms) =>
+            logger.info({ bytes: saved.bytes, log_seq: saved.mark?.seq, dedup_entries: saved.dedupEntries, nonces: saved.nonces, ms: Math.round(ms) }, 'ingest state saved'),
+          onFailed: (err) => logger.warn({ err }, 'ingest state not saved; a start after a crash reads more of the journal'),
+        })
   logger.info({ port: gateway.port, data_dir: dataDir, verify_threads: pool.threads, fsync: config.JOURNAL_FSYNC }, 'gateway ready')
 
-  // Best-effort: without it the next start rebuilds from the journal, only slower.
   const saveState = async (mark: Awaited<ReturnType<IngestPipeline['logMark']>>) => {
     const t0 = performance.now()
     try {
-      const bytes = await pipeline.saveState(mark)
-      logger.info({ bytes, dedup_entries: pipeline.dedupEntries, nonces: pipeline.liveNonces, ms: Math.round(performance.now() - t0) }, 'ingest state saved for the next start')
+      const saved = await pipeline.saveState(mark)
+      logger.info({ bytes: saved?.bytes, dedup_entries: pipeline.dedupEntries, nonces: pipeline.liveNonces, ms: Math.round(performance.now() - t0) }, 'ingest state saved for the next start')
     } catch (err) {
       logger.warn({ err }, 'ingest state not saved; the next start rebuilds it from the journal')
     }
@@ -246,6 +264,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       (stopping ??= (async () => {
         await gateway.drain(config.SHUTDOWN_GRACE_MS)
         clearInterval(sweeper)
+        // A save under way finishes first: it reads the log, which closes below.
+        await saves?.stop()
         await pool.close()
         await registry.settle()
         // Nothing appends any more: the state to be taken over covers the log up to here.

@@ -29,6 +29,16 @@ export interface IndexPart {
   readonly columns: readonly Column[]
 }
 
+/**
+ * Parts copied out one at a time, when `at(i)` is called: a snapshot writer takes an
+ * index shard by shard, letting the event loop run between, and never holds a copy of
+ * the whole. An array of parts is one too.
+ */
+export interface IndexParts {
+  readonly length: number
+  at(i: number): IndexPart | undefined
+}
+
 export interface ExpiringIndexOptions {
   readonly initialCapacity: number
   /**
@@ -306,9 +316,9 @@ export class ShardedExpiringIndex {
     for (const s of this.shards) s.expire(now)
   }
 
-  /** Each shard's live entries, for a snapshot. */
-  exportLive(now: number): IndexPart[] {
-    return this.shards.map((s) => s.exportLive(now))
+  /** Each shard's live entries at `now`, for a snapshot: a shard is copied when it is asked for. */
+  exportLive(now: number): IndexParts {
+    return { length: this.shards.length, at: (i) => this.shards[i]?.exportLive(now) }
   }
 
   /**

@@ -54,8 +54,9 @@ export interface IngestPipelineOptions {
   /** Signal ids the log holds, remembered past the dedup window. */
   readonly history: SignalIdHistory
   /**
-   * Where the nonce and dedup state is written at a clean shutdown and taken over by the
-   * next start (state-snapshot.ts); without it every start rebuilds from the log.
+   * Where the nonce and dedup state is saved (`saveState`: now and then while running, and
+   * at a clean shutdown) and taken over by the next start (state-snapshot.ts); without it
+   * every start rebuilds from the log.
    */
   readonly stateFile?: string
   readonly flagAfterMinutes: number
@@ -80,6 +81,10 @@ export class IngestPipeline {
   readonly #rates: RateLimiter
   /** Requests between their last key check and their answer. */
   readonly #pastLastCheck = new Set<Promise<AcceptedBody>>()
+  /** The log seq the state file covers (-1: none yet); a save with nothing new after it is skipped. */
+  #savedSeq = -1
+  /** The save being written: saves take turns on the one file. */
+  #saving: Promise<unknown> = Promise.resolve()
 
   constructor(options: IngestPipelineOptions) {
     this.#o = options
@@ -342,8 +347,8 @@ export class IngestPipeline {
   /**
    * Rebuilds the nonce and dedup state after a restart, so a retry of a signal accepted
    * before a crash still gets its deduplicated 202 and a captured request cannot be
-   * replayed: from the snapshot of the last clean shutdown plus the records the log took
-   * after it, or else from the log alone (the dedup window's records).
+   * replayed: from the last saved state plus the records the log took after it, or else
+   * from the log alone (the dedup window's records).
    */
   async rebuild(): Promise<RebuildReport> {
     const now = this.#o.now()
@@ -357,9 +362,8 @@ export class IngestPipeline {
     for (;;) {
       const batch = await this.#o.log.read(start, 4096)
       if (batch.length === 0) {
-        // Kept until now, so a start cut short (SIGTERM while rebuilding) still finds it.
-        if (snapshot !== undefined) await this.#removeSnapshot()
-        return { restored, snapshot: snapshot === undefined ? undefined : { entries: snapshot.entries } }
+        this.#savedSeq = mark?.seq ?? -1
+        return { restored, snapshot: snapshot === undefined ? undefined : { entries: snapshot.entries, writtenAt: snapshot.writtenAt } }
       }
       for (const entry of batch) {
         const r = decodeSignalRecord(entry.data)
@@ -379,19 +383,22 @@ export class IngestPipeline {
   }
 
   /**
-   * Takes over the snapshot of the last clean shutdown if it matches the log: the
-   * record it names must be the one the log holds at that seq (a log restored from a
-   * backup, or cut back by a power cut, would not match). The file is removed once the
-   * rebuild is through, so a crash later rebuilds from the log and never from a state it
-   * has outgrown (which would still be right, only slower: the log holds the rest).
+   * Takes over the last saved state if it matches the log: the record it names must be
+   * the one the log holds at that seq (a log restored from a backup, or cut back by a
+   * power cut, would not match). The file stays until the next save replaces it: a later
+   * start may take it over again and read more of the log after it, which is slower but
+   * right, since the log holds everything after the mark.
    */
-  async #restoreSnapshot(now: number): Promise<{ log: LogMark | null; entries: number } | undefined> {
+  async #restoreSnapshot(now: number): Promise<{ log: LogMark | null; entries: number; writtenAt: number } | undefined> {
     const file = this.#o.stateFile
     if (file === undefined) return undefined
-    // An unusable file is removed at once: the next start would only refuse it again.
+    // An unusable file is removed at once (the folder synced, so a power cut does not
+    // bring it back): the next start would only refuse it again.
     const skip = async (why: string, err?: unknown) => {
       this.#o.onWarning(`ingest state snapshot not used (${why}); rebuilding from the log`, err)
-      await this.#removeSnapshot()
+      await unlinkIfPresent(file)
+        .then(() => syncDir(dirname(file)))
+        .catch((err: unknown) => this.#o.onWarning('the unusable ingest state snapshot could not be removed', err))
       this.#dedup = this.#newDedup()
       this.#nonces = this.#newNonceStore()
       return undefined
@@ -403,22 +410,10 @@ export class IngestPipeline {
       if (snapshot.log !== null && !(await this.#logHolds(snapshot.log))) return skip(`the log does not hold its last record, seq ${snapshot.log.seq}`)
       await this.#dedup.restoreSnapshot(snapshot.dedup, now)
       await this.#nonces.restoreSnapshot(snapshot.nonces, now)
-      return { log: snapshot.log, entries: this.#dedup.size + this.#nonces.size }
+      return { log: snapshot.log, entries: this.#dedup.size + this.#nonces.size, writtenAt: snapshot.writtenAt }
     } catch (err) {
       return skip('unreadable', err)
     }
-  }
-
-  /**
-   * Removed for good (the folder synced, so a power cut does not bring it back). Should
-   * that fail, a later start would take the old state over and read the log after it:
-   * slower, still right, since the log holds everything after the mark.
-   */
-  async #removeSnapshot(): Promise<void> {
-    const file = this.#o.stateFile as string
-    await unlinkIfPresent(file)
-      .then(() => syncDir(dirname(file)))
-      .catch((err: unknown) => this.#o.onWarning('the ingest state snapshot could not be removed after use', err))
   }
 
   async #logHolds(mark: LogMark): Promise<boolean> {
@@ -427,24 +422,47 @@ export class IngestPipeline {
     return record !== undefined && record.seq === mark.seq && record.time === mark.time && record.dedupId === mark.dedupId
   }
 
-  /** The log's last record, for the snapshot: taken once nothing appends any more, before the log closes. */
-  async logMark(): Promise<LogMark | null> {
-    const { lastSeq } = this.#o.log.info()
-    if (lastSeq === 0) return null
-    const [record] = await this.#o.log.read({ fromSeq: lastSeq }, 1)
-    if (record === undefined || record.seq !== lastSeq) throw new Error(`the log cannot read its last record, seq ${lastSeq}`)
+  /** The log's last record (or the one at `seq`, appended and durable): a state saved now covers it. */
+  async logMark(seq = this.#o.log.info().lastSeq): Promise<LogMark | null> {
+    if (seq === 0) return null
+    const [record] = await this.#o.log.read({ fromSeq: seq }, 1)
+    if (record === undefined || record.seq !== seq) throw new Error(`the log cannot read its record at seq ${seq}`)
     return { seq: record.seq, time: record.time, dedupId: record.dedupId }
   }
 
   /**
-   * Writes the nonce and dedup state for the next start (clean shutdown, after the log
-   * closed cleanly at `mark`). Returns the bytes written, or undefined without a file.
+   * Writes the nonce and dedup state for the next start. Returns what was written, or
+   * undefined without a state file or, for a save while running, with nothing new.
+   *
+   * - At a clean shutdown `mark` is given: the log's last record, taken once nothing
+   *   appends any more, the log since closed cleanly.
+   * - While running (no `mark`), the mark is the log's last record now, and the save first
+   *   waits for every request that may be appending up to it, so the state holds every
+   *   record up to the mark (a record's dedup entry is made once its append is durable).
+   *   Records appended while the state is copied out, shard by shard, may be in it too:
+   *   the start that takes it over reads the log from after the mark and remembers a
+   *   signal found in both once.
    */
-  async saveState(mark: LogMark | null): Promise<number | undefined> {
+  saveState(mark?: LogMark | null): Promise<SavedState | undefined> {
+    const saved = this.#saving.then(() => this.#save(mark))
+    this.#saving = saved.catch(() => undefined)
+    return saved
+  }
+
+  async #save(stopMark: LogMark | null | undefined): Promise<SavedState | undefined> {
     const file = this.#o.stateFile
     if (file === undefined) return undefined
+    let mark = stopMark
+    if (mark === undefined) {
+      // The log counts a record from its append on, before it is durable and remembered:
+      // the requests appending up to here are waited for first.
+      const { lastSeq } = this.#o.log.info()
+      if (lastSeq === 0 || lastSeq === this.#savedSeq) return undefined
+      await this.settled()
+      mark = await this.logMark(lastSeq)
+    }
     const now = this.#o.now()
-    return writeStateSnapshot(file, {
+    const bytes = await writeStateSnapshot(file, {
       writtenAt: now,
       dedupWindowMs: this.#o.dedupWindowMs,
       nonceWindowMs: this.#o.nonceWindowMs,
@@ -452,6 +470,8 @@ export class IngestPipeline {
       dedup: this.#dedup.snapshot(now),
       nonces: this.#nonces.snapshot(now),
     })
+    this.#savedSeq = mark?.seq ?? 0
+    return { bytes, mark, dedupEntries: this.#dedup.size, nonces: this.#nonces.size }
   }
 
   /** Re-claims a nonce that a refused request used before a restart. */
@@ -471,8 +491,16 @@ export class IngestPipeline {
 export interface RebuildReport {
   /** Records read back from the log. */
   readonly restored: number
-  /** Set when the state came from the last shutdown's snapshot: the nonces and dedup entries it held. */
-  readonly snapshot: { readonly entries: number } | undefined
+  /** Set when the state came from a saved one: the nonces and dedup entries it held, and when it was saved. */
+  readonly snapshot: { readonly entries: number; readonly writtenAt: number } | undefined
+}
+
+/** What `saveState` wrote. */
+export interface SavedState {
+  readonly bytes: number
+  readonly mark: LogMark | null
+  readonly dedupEntries: number
+  readonly nonces: number
 }
 
 /** A pending key not yet tested. Checked before calling #markTested, so that an accept by any other key costs no async call. */

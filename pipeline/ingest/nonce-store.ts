@@ -1,4 +1,4 @@
-import { ShardedExpiringIndex, type IndexPart } from './expiring-index.js'
+import { ShardedExpiringIndex, type IndexPart, type IndexParts } from './expiring-index.js'
 import { SharedRoom } from './shared-room.js'
 import { KeyedHash64 } from './string-hash.js'
 
@@ -19,7 +19,13 @@ import { KeyedHash64 } from './string-hash.js'
  */
 export type NonceClaim = 'claimed' | 'replayed' | 'source_full' | 'store_full'
 
-/** What a snapshot keeps of the store (`snapshot`, `restore`). */
+/** The store as a snapshot writer takes it (`snapshot`): shard by shard, the names last (see DedupExport). */
+export interface NonceExport {
+  readonly index: IndexParts
+  names(): { readonly key: Uint8Array; readonly scopes: ReadonlyArray<readonly [string, string]> }
+}
+
+/** What a snapshot keeps of the store, as read back (`restoreSnapshot`). */
 export interface NonceSnapshot {
   /** The SipHash key the nonces were hashed under. */
   readonly key: Uint8Array
@@ -119,14 +125,15 @@ export class NonceStore {
     this.#index.sweep(now)
   }
 
-  /** The nonces live at `now`, copied out with what it takes to find them again. */
-  snapshot(now: number): NonceSnapshot {
+  /** The nonces live at `now`, copied out shard by shard with what it takes to find them again. */
+  snapshot(now: number): NonceExport {
     // Scope numbers follow the map's insertion order; a source id (generated) holds no newline.
-    const scopes = [...this.#scopeIds.keys()].map((name): [string, string] => {
-      const cut = name.indexOf('\n')
-      return [name.slice(0, cut), name.slice(cut + 1)]
-    })
-    return { key: this.#hasher.key, scopes, index: this.#index.exportLive(now) }
+    const scopes = () =>
+      [...this.#scopeIds.keys()].map((name): [string, string] => {
+        const cut = name.indexOf('\n')
+        return [name.slice(0, cut), name.slice(cut + 1)]
+      })
+    return { index: this.#index.exportLive(now), names: () => ({ key: this.#hasher.key, scopes: scopes() }) }
   }
 
   /**

@@ -1,4 +1,4 @@
-import { ShardedExpiringIndex, type ExpiringIndex, type IndexPart } from './expiring-index.js'
+import { ShardedExpiringIndex, type ExpiringIndex, type IndexPart, type IndexParts } from './expiring-index.js'
 import { SharedRoom } from './shared-room.js'
 import { KeyedHash64 } from './string-hash.js'
 
@@ -36,7 +36,18 @@ export type DedupLookup =
   /** Another request with the same id is between check and append: wait for it. */
   | { readonly kind: 'in_flight'; readonly settled: Promise<void> }
 
-/** What a snapshot keeps of the index (`snapshot`, `restore`). */
+/**
+ * The index as a snapshot writer takes it (`snapshot`): each table shard by shard, and
+ * the names last, so that they cover every entry the parts hold, also one added while
+ * the writer let the event loop run.
+ */
+export interface DedupExport {
+  readonly bySignal: IndexParts
+  readonly byIdempotencyKey: IndexParts
+  names(): { readonly key: Uint8Array; readonly sources: readonly string[] }
+}
+
+/** What a snapshot keeps of the index, as read back (`restoreSnapshot`). */
 export interface DedupSnapshot {
   /** The SipHash key the entries were hashed under. */
   readonly key: Uint8Array
@@ -259,13 +270,12 @@ export class SignalDedup {
     this.#byIdempotencyKey.index.sweep(now)
   }
 
-  /** The entries live at `now`, copied out with what it takes to find them again. */
-  snapshot(now: number): DedupSnapshot {
+  /** The entries live at `now`, copied out shard by shard with what it takes to find them again. */
+  snapshot(now: number): DedupExport {
     return {
-      key: this.#hasher.key,
-      sources: [...this.#sources.keys()],
       bySignal: this.#bySignal.index.exportLive(now),
       byIdempotencyKey: this.#byIdempotencyKey.index.exportLive(now),
+      names: () => ({ key: this.#hasher.key, sources: [...this.#sources.keys()] }),
     }
   }
 

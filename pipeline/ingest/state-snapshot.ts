@@ -6,25 +6,29 @@ import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import { crc32c } from '../journal/crc32c.js'
 import { replaceFileDurably } from '../journal/durable-fs.js'
 import type { Column, IndexPart } from './expiring-index.js'
-import type { NonceSnapshot } from './nonce-store.js'
-import type { DedupSnapshot } from './signal-dedup.js'
+import type { NonceExport, NonceSnapshot } from './nonce-store.js'
+import type { DedupExport, DedupSnapshot } from './signal-dedup.js'
 
 /**
- * The ingest state (dedup index and live nonces) as written at a clean shutdown, so
- * that the next start takes it over and reads from the log only what came after,
- * instead of rebuilding a full dedup window from the log (about 9 µs a record: some
- * 18 s for a 30-minute window at 1,000 signals/s, during which ingest waits).
+ * The ingest state (dedup index and live nonces), saved now and then while the gateway
+ * runs and at a clean shutdown, so that the next start takes it over and reads from the
+ * log only what came after, instead of rebuilding a full dedup window from the log
+ * (about 9 µs a record: some 18 s for a 30-minute window at 1,000 signals/s, during
+ * which ingest waits).
  *
- * Layout, little-endian: the magic, the header's length and the number of arrays, the
- * header as JSON, then each array as (bytes per element, element count, the elements),
- * each part padded to 8 bytes so the arrays can be read in place, and last a CRC-32C of
- * everything before it. The arrays are the index parts of each table in the header's
- * `tables` order, each part as its keys, expiries and columns (ExpiringIndex).
+ * Layout, little-endian: the magic; each array as (bytes per element, element count, the
+ * elements); the header as JSON; and a footer of the header's offset and length, the
+ * number of arrays and a CRC-32C of everything before it. Each part is padded to 8
+ * bytes so the arrays can be read in place. The arrays are the index parts of each table
+ * in the header's `tables` order, each part as its keys, expiries and columns
+ * (ExpiringIndex). The header comes last because it names what the arrays refer to
+ * (sources, key scopes), which is only complete once the last array is copied out: the
+ * file is written as it is exported, a shard at a time, never held whole in memory.
  */
-const MAGIC = Buffer.from('SGWSTAT1')
-const VERSION = 1
-const PREFIX_BYTES = MAGIC.length + 8
+const MAGIC = Buffer.from('SGWSTAT2')
+const VERSION = 2
 const DESCRIPTOR_BYTES = 8
+const FOOTER_BYTES = 16
 /** The largest file read back whole (a Buffer's limit: 4 GiB here, about 75 million signals). */
 const MAX_FILE_BYTES = bufferLimits.MAX_LENGTH
 /** Reads and checksums run in steps of this much, with the event loop let through between. */
@@ -37,18 +41,25 @@ export interface LogMark {
   readonly dedupId: string
 }
 
-export interface IngestStateSnapshot {
+interface StateOf<D, N> {
   readonly writtenAt: number
   readonly dedupWindowMs: number
   readonly nonceWindowMs: number
   /** Null when the log was empty. */
   readonly log: LogMark | null
-  readonly dedup: DedupSnapshot
-  readonly nonces: NonceSnapshot
+  readonly dedup: D
+  readonly nonces: N
 }
 
+/** The state as written: the stores export themselves shard by shard while it is written. */
+export type IngestStateToSave = StateOf<DedupExport, NonceExport>
+/** The state as read back. */
+export type IngestStateSnapshot = StateOf<DedupSnapshot, NonceSnapshot>
+
+type TableName = 'dedup.by_signal' | 'dedup.by_idempotency_key' | 'nonces'
+
 interface TableLayout {
-  readonly name: 'dedup.by_signal' | 'dedup.by_idempotency_key' | 'nonces'
+  readonly name: TableName
   readonly parts: number
   readonly columns: number
 }
@@ -71,62 +82,73 @@ export class SnapshotError extends Error {
 
 const pad8 = (n: number) => (8 - (n % 8)) % 8
 
-function partArrays(part: IndexPart): Column[] {
-  return [part.keyHi, part.keyLo, part.expiresAt, ...part.columns]
-}
-
-function tablesOf(s: IngestStateSnapshot): Array<{ layout: TableLayout; parts: readonly IndexPart[] }> {
-  const columns = (parts: readonly IndexPart[]) => parts[0]?.columns.length ?? 0
-  return [
-    { layout: { name: 'dedup.by_signal', parts: s.dedup.bySignal.length, columns: columns(s.dedup.bySignal) }, parts: s.dedup.bySignal },
-    {
-      layout: { name: 'dedup.by_idempotency_key', parts: s.dedup.byIdempotencyKey.length, columns: columns(s.dedup.byIdempotencyKey) },
-      parts: s.dedup.byIdempotencyKey,
-    },
-    { layout: { name: 'nonces', parts: s.nonces.index.length, columns: columns(s.nonces.index) }, parts: s.nonces.index },
-  ]
-}
-
 /**
  * Writes the snapshot whole or not at all (replaceFileDurably): a crash while writing
- * leaves the previous file, or none. Returns the bytes written.
+ * leaves the previous file, or none. Each shard is copied out and written in its turn,
+ * with the event loop let through between, so a running gateway keeps answering and
+ * holds at most one shard's copy. Returns the bytes written.
  */
-export async function writeStateSnapshot(path: string, snapshot: IngestStateSnapshot): Promise<number> {
-  const tables = tablesOf(snapshot)
-  const header: Header = {
-    v: VERSION,
-    written_at: snapshot.writtenAt,
-    dedup_window_ms: snapshot.dedupWindowMs,
-    nonce_window_ms: snapshot.nonceWindowMs,
-    log: snapshot.log && { seq: snapshot.log.seq, time: snapshot.log.time, dedup_id: snapshot.log.dedupId },
-    dedup: { key: Buffer.from(snapshot.dedup.key).toString('base64'), sources: [...snapshot.dedup.sources] },
-    nonces: { key: Buffer.from(snapshot.nonces.key).toString('base64'), scopes: snapshot.nonces.scopes.map(([s, k]) => [s, k]) },
-    tables: tables.map((t) => t.layout),
+export async function writeStateSnapshot(path: string, state: IngestStateToSave): Promise<number> {
+  let size = 0
+  let crc = 0
+  const counted = (piece: Uint8Array): Uint8Array => {
+    size += piece.length
+    if (size > MAX_FILE_BYTES - FOOTER_BYTES) throw new SnapshotError(`the state takes more bytes than a start can read back (${MAX_FILE_BYTES})`)
+    crc = crc32c(piece, 0, piece.length, crc)
+    return piece
   }
-  const arrays = tables.flatMap((t) => t.parts.flatMap(partArrays))
-  const json = Buffer.from(JSON.stringify(header))
-  const prefix = Buffer.alloc(PREFIX_BYTES + json.length + pad8(PREFIX_BYTES + json.length))
-  MAGIC.copy(prefix, 0)
-  prefix.writeUInt32LE(json.length, MAGIC.length)
-  prefix.writeUInt32LE(arrays.length, MAGIC.length + 4)
-  json.copy(prefix, PREFIX_BYTES)
-
-  const pieces: Uint8Array[] = [prefix]
-  for (const array of arrays) {
-    const descriptor = Buffer.alloc(DESCRIPTOR_BYTES)
-    descriptor.writeUInt32LE(array.BYTES_PER_ELEMENT, 0)
-    descriptor.writeUInt32LE(array.length, 4)
-    pieces.push(descriptor, new Uint8Array(array.buffer, array.byteOffset, array.byteLength), Buffer.alloc(pad8(array.byteLength)))
+  const tables: TableLayout[] = []
+  let arrays = 0
+  async function* pieces(): AsyncGenerator<Uint8Array> {
+    yield counted(MAGIC)
+    for (const [name, parts] of [
+      ['dedup.by_signal', state.dedup.bySignal],
+      ['dedup.by_idempotency_key', state.dedup.byIdempotencyKey],
+      ['nonces', state.nonces.index],
+    ] as const) {
+      let columns = 0
+      for (let i = 0; i < parts.length; i++) {
+        const part = parts.at(i) as IndexPart
+        columns = part.columns.length
+        for (const array of [part.keyHi, part.keyLo, part.expiresAt, ...part.columns]) {
+          const descriptor = Buffer.alloc(DESCRIPTOR_BYTES)
+          descriptor.writeUInt32LE(array.BYTES_PER_ELEMENT, 0)
+          descriptor.writeUInt32LE(array.length, 4)
+          yield counted(descriptor)
+          yield counted(new Uint8Array(array.buffer, array.byteOffset, array.byteLength))
+          yield counted(Buffer.alloc(pad8(array.byteLength)))
+          arrays++
+        }
+        await yieldToLoop()
+      }
+      tables.push({ name, parts: parts.length, columns })
+    }
+    // After the last part: the names cover every entry the parts hold.
+    const dedup = state.dedup.names()
+    const nonces = state.nonces.names()
+    const header: Header = {
+      v: VERSION,
+      written_at: state.writtenAt,
+      dedup_window_ms: state.dedupWindowMs,
+      nonce_window_ms: state.nonceWindowMs,
+      log: state.log && { seq: state.log.seq, time: state.log.time, dedup_id: state.log.dedupId },
+      dedup: { key: Buffer.from(dedup.key).toString('base64'), sources: [...dedup.sources] },
+      nonces: { key: Buffer.from(nonces.key).toString('base64'), scopes: nonces.scopes.map(([s, k]) => [s, k]) },
+      tables,
+    }
+    const json = Buffer.from(JSON.stringify(header))
+    const headerOffset = size
+    yield counted(json)
+    yield counted(Buffer.alloc(pad8(json.length)))
+    const footer = Buffer.alloc(FOOTER_BYTES)
+    footer.writeUInt32LE(headerOffset, 0)
+    footer.writeUInt32LE(json.length, 4)
+    footer.writeUInt32LE(arrays, 8)
+    footer.writeUInt32LE(crc32c(footer, 0, 12, crc), 12)
+    size += FOOTER_BYTES
+    yield footer
   }
-  const trailer = Buffer.alloc(4)
-  trailer.writeUInt32LE(
-    pieces.reduce((crc, piece) => crc32c(piece, 0, piece.length, crc), 0),
-    0,
-  )
-  pieces.push(trailer)
-  const size = pieces.reduce((n, piece) => n + piece.length, 0)
-  if (size > MAX_FILE_BYTES) throw new SnapshotError(`the state takes ${size} bytes, more than a start can read back (${MAX_FILE_BYTES})`)
-  await replaceFileDurably(path, dirname(path), pieces, 0o600)
+  await replaceFileDurably(path, dirname(path), pieces(), 0o600)
   return size
 }
 
@@ -134,41 +156,42 @@ export async function writeStateSnapshot(path: string, snapshot: IngestStateSnap
 export async function readStateSnapshot(path: string): Promise<IngestStateSnapshot | undefined> {
   const file = await readWhole(path)
   if (file === undefined) return undefined
-  if (file.length < PREFIX_BYTES + 4 || !file.subarray(0, MAGIC.length).equals(MAGIC)) throw new SnapshotError('not an ingest state snapshot')
-  const end = file.length - 4
+  if (file.length < MAGIC.length + FOOTER_BYTES || !file.subarray(0, MAGIC.length).equals(MAGIC)) throw new SnapshotError('not an ingest state snapshot')
+  const footer = file.length - FOOTER_BYTES
   let crc = 0
-  for (let off = 0; off < end; off += STEP_BYTES) {
-    crc = crc32c(file, off, Math.min(end, off + STEP_BYTES), crc)
+  for (let off = 0; off < footer + 12; off += STEP_BYTES) {
+    crc = crc32c(file, off, Math.min(footer + 12, off + STEP_BYTES), crc)
     await yieldToLoop()
   }
-  if (crc !== file.readUInt32LE(end)) throw new SnapshotError('checksum mismatch')
-  const jsonLength = file.readUInt32LE(MAGIC.length)
-  const count = file.readUInt32LE(MAGIC.length + 4)
-  if (PREFIX_BYTES + jsonLength > end) throw new SnapshotError('header runs past the end')
+  if (crc !== file.readUInt32LE(footer + 12)) throw new SnapshotError('checksum mismatch')
+  const headerOffset = file.readUInt32LE(footer)
+  const jsonLength = file.readUInt32LE(footer + 4)
+  const count = file.readUInt32LE(footer + 8)
+  if (headerOffset < MAGIC.length || headerOffset + jsonLength + pad8(jsonLength) !== footer) throw new SnapshotError('header is not where the footer says')
   let header: Header
   try {
-    header = JSON.parse(file.toString('utf8', PREFIX_BYTES, PREFIX_BYTES + jsonLength)) as Header
+    header = JSON.parse(file.toString('utf8', headerOffset, headerOffset + jsonLength)) as Header
   } catch {
     throw new SnapshotError('header is not JSON')
   }
   if (header.v !== VERSION) throw new SnapshotError(`version ${String(header.v)}, expected ${VERSION}`)
 
-  let off = PREFIX_BYTES + jsonLength + pad8(PREFIX_BYTES + jsonLength)
+  let off = MAGIC.length
   const arrays: Column[] = []
   for (let i = 0; i < count; i++) {
-    if (off + DESCRIPTOR_BYTES > end) throw new SnapshotError('array runs past the end')
+    if (off + DESCRIPTOR_BYTES > headerOffset) throw new SnapshotError('array runs past the header')
     const width = file.readUInt32LE(off)
     const length = file.readUInt32LE(off + 4)
     off += DESCRIPTOR_BYTES
     const bytes = width * length
-    if (off + bytes > end) throw new SnapshotError('array runs past the end')
+    if (off + bytes > headerOffset) throw new SnapshotError('array runs past the header')
     arrays.push(arrayAt(file, off, width, length))
     off += bytes + pad8(bytes)
   }
-  if (off !== end) throw new SnapshotError('bytes left after the last array')
+  if (off !== headerOffset) throw new SnapshotError('bytes left after the last array')
 
   let next = 0
-  const parts = (layout: TableLayout | undefined, name: TableLayout['name']): IndexPart[] => {
+  const parts = (layout: TableLayout | undefined, name: TableName): IndexPart[] => {
     if (layout?.name !== name) throw new SnapshotError(`table ${name} missing`)
     return Array.from({ length: layout.parts }, () => {
       const [keyHi, keyLo, expiresAt, ...columns] = arrays.slice(next, (next += 3 + layout.columns))

@@ -34,22 +34,31 @@ export function writeFully(fd: number, buf: Uint8Array, position: number): void 
 /**
  * Replaces `path` atomically: a reader (or a restart) sees the old content or the new,
  * never a half-written file. Write a temporary, sync it, rename over, sync the folder.
- * `data` may come in pieces, written one after another, so a large file need not be
- * joined into one buffer first.
+ * `data` may come in pieces, also produced while it is written (an async iterable), so
+ * a large file need not be held whole in memory first. Should the pieces fail, the
+ * temporary is removed and `path` left as it was.
  */
-export async function replaceFileDurably(path: string, dir: string, data: Uint8Array | readonly Uint8Array[], mode = 0o644): Promise<void> {
+export async function replaceFileDurably(
+  path: string,
+  dir: string,
+  data: Uint8Array | Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
+  mode = 0o644,
+): Promise<void> {
   const tmp = `${path}.tmp`
   const fh = await open(tmp, 'w', mode)
   try {
     let position = 0
-    for (const piece of data instanceof Uint8Array ? [data] : data) {
+    for await (const piece of data instanceof Uint8Array ? [data] : data) {
       writeFully(fh.fd, piece, position)
       position += piece.length
     }
     await fh.sync()
-  } finally {
-    await fh.close()
+  } catch (err) {
+    await fh.close().catch(() => undefined)
+    await unlinkIfPresent(tmp).catch(() => undefined)
+    throw err
   }
+  await fh.close()
   await rename(tmp, path)
   await syncDir(dir)
 }

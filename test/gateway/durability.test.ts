@@ -100,8 +100,10 @@ t.test('the nonce of a refused but verified request is still refused after kill 
   t.equal(replay.body.error.code, 'replayed_nonce')
 })
 
-t.test('after SIGTERM the next start takes over the saved state: retries are deduplicated, a refused request keeps its nonce spent, and after a later kill -9 the journal rebuilds it', async (t) => {
-  const first = await startGateway(t)
+t.test('after SIGTERM the next start takes over the saved state: retries are deduplicated, a refused request keeps its nonce spent, and after a later kill -9 the same state is taken over again', async (t) => {
+  // Saves while running are tested below; here only the one at the stop.
+  const env = { INGEST_STATE_SAVE_S: '0' }
+  const first = await startGateway(t, { env })
   const src = await provision(first)
   const signal = payload(src.sourceId)
   const accepted = await push(first, src.sign(signal))
@@ -115,7 +117,7 @@ t.test('after SIGTERM the next start takes over the saved state: retries are ded
   // Without the diagnostics log, only the saved state knows the refused request's nonce.
   await rm(join(first.dataDir, 'ingest-errors'), { recursive: true })
 
-  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken, env })
   const started = second.output.find((l) => l.includes('"from_snapshot"'))
   // Two signals: the key's test signal at provisioning, and this one.
   t.match(JSON.parse(started ?? '{}'), { from_snapshot: true, restored_signals: 0, dedup_entries: 2 }, 'nothing was read back from the journal')
@@ -125,15 +127,15 @@ t.test('after SIGTERM the next start takes over the saved state: retries are ded
   const replay = await push(second, refused)
   t.equal(replay.status, 401)
   t.equal(replay.body.error.code, 'replayed_nonce')
-  await t.rejects(stat(join(first.dataDir, 'ingest-state.bin')), { code: 'ENOENT' }, 'the saved state is taken once')
 
   const laterSignal = payload(src.sourceId)
   const later = await push(second, src.sign(laterSignal))
   t.equal(later.status, 202)
   second.proc.kill('SIGKILL')
   await second.exited()
-  const third = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
-  t.ok(third.output.some((l) => l.includes('"state rebuilt from the journal"')), 'no saved state after a kill -9: the journal is read')
+  const third = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken, env })
+  const restarted = third.output.find((l) => l.includes('"from_snapshot"'))
+  t.match(JSON.parse(restarted ?? '{}'), { from_snapshot: true, restored_signals: 1 }, 'the state saved at the stop, and the journal after it: the signal accepted since')
   for (const [sent, original] of [
     [signal, accepted],
     [laterSignal, later],
@@ -141,6 +143,43 @@ t.test('after SIGTERM the next start takes over the saved state: retries are ded
     const again = await push(third, src.sign(sent))
     t.equal(again.body.deduplicated, true)
     t.equal(again.body.received_at, original.body.received_at)
+  }
+  t.equal((await push(third, refused)).body.error.code, 'replayed_nonce')
+})
+
+t.test('the state is saved while running, so a start after kill -9 reads only the journal since the last save', async (t) => {
+  const env = { INGEST_STATE_SAVE_S: '1' }
+  const first = await startGateway(t, { env })
+  const src = await provision(first)
+  const sent: Array<{ p: Record<string, unknown>; receivedAt: string }> = []
+  const pushSome = async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const p = payload(src.sourceId)
+      const res = await push(first, src.sign(p))
+      t.equal(res.status, 202)
+      sent.push({ p, receivedAt: res.body.received_at })
+    }
+  }
+  const savesLogged = () => first.output.filter((l) => l.includes('"ingest state saved"')).length
+  await pushSome(30)
+  // The first save covers the provisioning's test signal and these 30; wait for it.
+  while (!first.output.some((l) => l.includes('"ingest state saved"') && l.includes('"log_seq":31'))) await new Promise((r) => setTimeout(r, 50))
+  const savesBefore = savesLogged()
+  await new Promise((r) => setTimeout(r, 1500))
+  t.equal(savesLogged(), savesBefore, 'with nothing new, nothing is saved again')
+  await pushSome(7)
+  first.proc.kill('SIGKILL')
+  await first.exited()
+
+  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken, env })
+  const started = JSON.parse(second.output.find((l) => l.includes('"from_snapshot"')) ?? '{}')
+  t.equal(started.from_snapshot, true, 'the saved state is taken over')
+  t.ok(started.restored_signals <= 7, `${started.restored_signals} records read from the journal, not all 38 (a save may have caught some of the last 7)`)
+  t.equal(started.dedup_entries, 38)
+  for (const { p, receivedAt } of [sent[0]!, sent[29]!, sent[30]!, sent[36]!]) {
+    const again = await push(second, src.sign(p))
+    t.equal(again.body.deduplicated, true)
+    t.equal(again.body.received_at, receivedAt)
   }
 })
 

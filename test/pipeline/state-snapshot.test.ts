@@ -5,7 +5,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { NonceStore } from '../../pipeline/ingest/nonce-store.js'
 import { SignalDedup } from '../../pipeline/ingest/signal-dedup.js'
-import { readStateSnapshot, SnapshotError, writeStateSnapshot, type IngestStateSnapshot } from '../../pipeline/ingest/state-snapshot.js'
+import { readStateSnapshot, SnapshotError, writeStateSnapshot, type IngestStateToSave } from '../../pipeline/ingest/state-snapshot.js'
 
 const MIN = 60_000
 const WINDOW = 30 * MIN
@@ -31,7 +31,7 @@ function filledStores(n: number, acceptedAt: (i: number) => number) {
   return { dedup, nonces }
 }
 
-function snapshotOf(stores: ReturnType<typeof filledStores>, now: number): IngestStateSnapshot {
+function snapshotOf(stores: ReturnType<typeof filledStores>, now: number): IngestStateToSave {
   return {
     writtenAt: now,
     dedupWindowMs: WINDOW,
@@ -116,13 +116,15 @@ t.test('a missing snapshot reads as none; a damaged, cut or foreign one is a Sna
 
 t.test('a snapshot is restored only into an empty store, so it cannot mix with entries hashed under another key', async (t) => {
   const now = 0
-  const stores = filledStores(10, () => now)
+  const file = await tempFile(t)
+  await writeStateSnapshot(file, snapshotOf(filledStores(10, () => now), now))
+  const stores = (await readStateSnapshot(file))!
   const dedup = new SignalDedup({ windowMs: WINDOW, maxEntries: 100 })
   dedup.remember('s', undefined, { bodySha256: hex(1), signalId: 'x', receivedAtMs: 1, test: false }, now)
-  await t.rejects(dedup.restoreSnapshot(stores.dedup.snapshot(now), now))
+  await t.rejects(dedup.restoreSnapshot(stores.dedup, now))
   const nonces = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 100 })
   nonces.claim('s', 'k', 'n', now, 100)
-  await t.rejects(nonces.restoreSnapshot(stores.nonces.snapshot(now), now))
+  await t.rejects(nonces.restoreSnapshot(stores.nonces, now))
 })
 
 t.test('a FIFO or a folder in place of the snapshot is refused at once, not waited on', async (t) => {
