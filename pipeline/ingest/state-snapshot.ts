@@ -118,8 +118,9 @@ export async function writeStateSnapshot(path: string, state: IngestStateToSave)
           yield counted(new Uint8Array(array.buffer, array.byteOffset, array.byteLength))
           yield counted(Buffer.alloc(pad8(array.byteLength)))
           arrays++
+          // Checksumming and writing a shard's arrays takes milliseconds too: one at a time.
+          await yieldToLoop()
         }
-        await yieldToLoop()
       }
       tables.push({ name, parts: parts.length, columns })
     }
