@@ -194,6 +194,11 @@ class JournalLog extends SignalLogBase {
     return this.#s!.consumers.set(name, seq)
   }
 
+  protected override onSync(): Promise<void> {
+    // Under 'always' every acknowledged append was synced before it was acknowledged.
+    return this.#opts.fsync === 'always' ? Promise.resolve() : this.#s!.writer.sync()
+  }
+
   protected override async onClose(): Promise<void> {
     const s = this.#s!
     try {

@@ -60,6 +60,12 @@ export interface SignalLog {
   consumerPosition(name: string): Promise<number>
   /** Durably records that consumer `name` has processed everything up to `seq`. */
   ack(name: string, seq: number): Promise<void>
+  /**
+   * Resolves once every append acknowledged so far is on disk, whatever the fsync stance
+   * (under `always` it already is). For state built on acknowledged appends that must not
+   * outlive them in a power cut: the saved ingest state.
+   */
+  sync(): Promise<void>
   /** Flushes pending appends and closes. Safe to call twice. */
   close(): Promise<void>
 }

@@ -3,7 +3,7 @@ import { ApiError } from '../../schemas/api-error.js'
 import { enforcedMaxRate, PERIOD_MS, type Manifest, type RateCeiling } from '../../schemas/manifest.js'
 import { isWithinSkew, type AcceptedBody } from '../../schemas/signal.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
-import { syncDir, unlinkIfPresent } from '../journal/durable-fs.js'
+import { syncDir, temporaryPathOf, unlinkIfPresent } from '../journal/durable-fs.js'
 import { isLogError } from '../log-error.js'
 import type { ReadStart, SignalLog } from '../log.js'
 import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js'
@@ -85,6 +85,12 @@ export class IngestPipeline {
   #savedSeq = -1
   /** The save being written: saves take turns on the one file. */
   #saving: Promise<unknown> = Promise.resolve()
+  /**
+   * Set for good once the log refused an append: its record may be in the log (counted,
+   * even written) but never remembered, so no state saved while running could claim to
+   * cover the log up to its end.
+   */
+  #appendRefused = false
 
   constructor(options: IngestPipelineOptions) {
     this.#o = options
@@ -286,6 +292,7 @@ export class IngestPipeline {
   async #appendChecked(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint, stored: { yes: boolean }): Promise<AcceptedBody> {
     const { source, key } = req
     const appended = await this.#o.log.append(dedupId, encodeSignalRecord(record)).catch((err: unknown) => {
+      this.#appendRefused = true
       // Nothing was promised yet, so the client may retry: the journal refuses appends after
       // a failed write until it is reopened (a restart rebuilds from what reached disk).
       if (isLogError(err, 'log_io') || isLogError(err, 'log_corrupt')) this.#o.onLogFailure(err as Error)
@@ -404,6 +411,8 @@ export class IngestPipeline {
       return undefined
     }
     try {
+      // A save cut short by a crash leaves its temporary file, as large as the state.
+      await unlinkIfPresent(temporaryPathOf(file))
       const snapshot = await readStateSnapshot(file)
       if (snapshot === undefined) return undefined
       if (snapshot.dedupWindowMs !== this.#o.dedupWindowMs || snapshot.nonceWindowMs !== this.#o.nonceWindowMs) return skip('written under other windows')
@@ -459,17 +468,26 @@ export class IngestPipeline {
       const { lastSeq } = this.#o.log.info()
       if (lastSeq === 0 || lastSeq === this.#savedSeq) return undefined
       await this.settled()
+      if (this.#appendRefused) throw new Error('the signal log refused an append, so the state may not cover it; no state is saved until a restart')
       mark = await this.logMark(lastSeq)
     }
     const now = this.#o.now()
-    const bytes = await writeStateSnapshot(file, {
-      writtenAt: now,
-      dedupWindowMs: this.#o.dedupWindowMs,
-      nonceWindowMs: this.#o.nonceWindowMs,
-      log: mark,
-      dedup: this.#dedup.snapshot(now),
-      nonces: this.#nonces.snapshot(now),
-    })
+    const running = stopMark === undefined
+    const bytes = await writeStateSnapshot(
+      file,
+      {
+        writtenAt: now,
+        dedupWindowMs: this.#o.dedupWindowMs,
+        nonceWindowMs: this.#o.nonceWindowMs,
+        log: mark,
+        dedup: this.#dedup.snapshot(now),
+        nonces: this.#nonces.snapshot(now),
+      },
+      // Signals accepted while the state was copied out are in it, past the mark: under a
+      // relaxed fsync stance they are on disk only once the log syncs (the stop's save
+      // comes after the log closed, which synced it).
+      running ? { beforeReplace: () => this.#o.log.sync() } : {},
+    )
     this.#savedSeq = mark?.seq ?? 0
     return { bytes, mark, dedupEntries: this.#dedup.size, nonces: this.#nonces.size }
   }

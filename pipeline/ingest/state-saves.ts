@@ -33,17 +33,21 @@ export function scheduleStateSaves<T>(options: StateSavesOptions<T>): StateSaves
   }
   const run = () => {
     const started = performance.now()
-    running = options.save().then(
-      (saved) => {
-        const ms = performance.now() - started
-        if (saved !== undefined) options.onSaved(saved, ms)
-        next(Math.max(options.intervalMs, ms / options.maxShare))
-      },
-      (err: unknown) => {
-        options.onFailed(err)
-        next(options.intervalMs)
-      },
-    )
+    running = options
+      .save()
+      .then(
+        (saved) => {
+          const ms = performance.now() - started
+          // Scheduled first: a report that throws must not end the saves.
+          next(Math.max(options.intervalMs, ms / options.maxShare))
+          if (saved !== undefined) options.onSaved(saved, ms)
+        },
+        (err: unknown) => {
+          next(options.intervalMs)
+          options.onFailed(err)
+        },
+      )
+      .catch(() => undefined)
   }
   next(options.intervalMs)
   return {

@@ -3,6 +3,8 @@ import { constants as fsFlags } from 'node:fs'
 import { open } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import { setImmediate as yieldToLoop } from 'node:timers/promises'
+import Type, { type Static } from 'typebox'
+import { Compile } from 'typebox/compile'
 import { crc32c } from '../journal/crc32c.js'
 import { replaceFileDurably } from '../journal/durable-fs.js'
 import type { Column, IndexPart } from './expiring-index.js'
@@ -56,24 +58,29 @@ export type IngestStateToSave = StateOf<DedupExport, NonceExport>
 /** The state as read back. */
 export type IngestStateSnapshot = StateOf<DedupSnapshot, NonceSnapshot>
 
-type TableName = 'dedup.by_signal' | 'dedup.by_idempotency_key' | 'nonces'
+const TableLayout = Type.Object({
+  name: Type.Union([Type.Literal('dedup.by_signal'), Type.Literal('dedup.by_idempotency_key'), Type.Literal('nonces')]),
+  parts: Type.Integer({ minimum: 0, maximum: 1024 }),
+  columns: Type.Integer({ minimum: 0, maximum: 64 }),
+})
+type TableLayout = Static<typeof TableLayout>
+type TableName = TableLayout['name']
 
-interface TableLayout {
-  readonly name: TableName
-  readonly parts: number
-  readonly columns: number
-}
-
-interface Header {
-  readonly v: number
-  readonly written_at: number
-  readonly dedup_window_ms: number
-  readonly nonce_window_ms: number
-  readonly log: { seq: number; time: number; dedup_id: string } | null
-  readonly dedup: { key: string; sources: string[] }
-  readonly nonces: { key: string; scopes: Array<[string, string]> }
-  readonly tables: TableLayout[]
-}
+const Seq = Type.Integer({ minimum: 0 })
+const HashKey = Type.String({ maxLength: 64 })
+/** Checked before anything is read by it: a file whose checksum holds was still written by somebody. */
+const Header = Type.Object({
+  v: Type.Literal(VERSION),
+  written_at: Type.Number(),
+  dedup_window_ms: Type.Number(),
+  nonce_window_ms: Type.Number(),
+  log: Type.Union([Type.Null(), Type.Object({ seq: Seq, time: Type.Number(), dedup_id: Type.String() })]),
+  dedup: Type.Object({ key: HashKey, sources: Type.Array(Type.String()) }),
+  nonces: Type.Object({ key: HashKey, scopes: Type.Array(Type.Tuple([Type.String(), Type.String()])) }),
+  tables: Type.Array(TableLayout, { minItems: 3, maxItems: 3 }),
+})
+type Header = Static<typeof Header>
+const checkHeader = Compile(Header)
 
 /** The snapshot file is there but cannot be used: damaged, or of another version. */
 export class SnapshotError extends Error {
@@ -84,11 +91,12 @@ const pad8 = (n: number) => (8 - (n % 8)) % 8
 
 /**
  * Writes the snapshot whole or not at all (replaceFileDurably): a crash while writing
- * leaves the previous file, or none. Each shard is copied out and written in its turn,
+ * leaves the previous file, or none. `beforeReplace` runs once every byte is written,
+ * before the file is synced and put in place. Each shard is copied out and written in its turn,
  * with the event loop let through between, so a running gateway keeps answering and
  * holds at most one shard's copy. Returns the bytes written.
  */
-export async function writeStateSnapshot(path: string, state: IngestStateToSave): Promise<number> {
+export async function writeStateSnapshot(path: string, state: IngestStateToSave, options: { beforeReplace?: () => Promise<void> } = {}): Promise<number> {
   let size = 0
   let crc = 0
   const counted = (piece: Uint8Array): Uint8Array => {
@@ -148,6 +156,8 @@ export async function writeStateSnapshot(path: string, state: IngestStateToSave)
     footer.writeUInt32LE(crc32c(footer, 0, 12, crc), 12)
     size += FOOTER_BYTES
     yield footer
+    // Written, not yet synced nor in place: the last moment to make what it covers durable.
+    await options.beforeReplace?.()
   }
   await replaceFileDurably(path, dirname(path), pieces(), 0o600)
   return size
@@ -169,13 +179,16 @@ export async function readStateSnapshot(path: string): Promise<IngestStateSnapsh
   const jsonLength = file.readUInt32LE(footer + 4)
   const count = file.readUInt32LE(footer + 8)
   if (headerOffset < MAGIC.length || headerOffset + jsonLength + pad8(jsonLength) !== footer) throw new SnapshotError('header is not where the footer says')
-  let header: Header
+  let parsed: unknown
   try {
-    header = JSON.parse(file.toString('utf8', headerOffset, headerOffset + jsonLength)) as Header
+    parsed = JSON.parse(file.toString('utf8', headerOffset, headerOffset + jsonLength))
   } catch {
     throw new SnapshotError('header is not JSON')
   }
-  if (header.v !== VERSION) throw new SnapshotError(`version ${String(header.v)}, expected ${VERSION}`)
+  const version = (parsed as { v?: unknown } | null)?.v
+  if (version !== VERSION) throw new SnapshotError(`version ${String(version)}, expected ${VERSION}`)
+  if (!checkHeader.Check(parsed)) throw new SnapshotError(`header is not as expected: ${[...checkHeader.Errors(parsed)][0]?.instancePath ?? ''}`)
+  const header = parsed
 
   let off = MAGIC.length
   const arrays: Column[] = []

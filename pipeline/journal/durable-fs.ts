@@ -38,28 +38,35 @@ export function writeFully(fd: number, buf: Uint8Array, position: number): void 
  * a large file need not be held whole in memory first. Should the pieces fail, the
  * temporary is removed and `path` left as it was.
  */
+/** Where replaceFileDurably writes before it renames: a crash can leave the file there. */
+export function temporaryPathOf(path: string): string {
+  return `${path}.tmp`
+}
+
 export async function replaceFileDurably(
   path: string,
   dir: string,
   data: Uint8Array | Iterable<Uint8Array> | AsyncIterable<Uint8Array>,
   mode = 0o644,
 ): Promise<void> {
-  const tmp = `${path}.tmp`
+  const tmp = temporaryPathOf(path)
   const fh = await open(tmp, 'w', mode)
   try {
-    let position = 0
-    for await (const piece of data instanceof Uint8Array ? [data] : data) {
-      writeFully(fh.fd, piece, position)
-      position += piece.length
+    try {
+      let position = 0
+      for await (const piece of data instanceof Uint8Array ? [data] : data) {
+        writeFully(fh.fd, piece, position)
+        position += piece.length
+      }
+      await fh.sync()
+    } finally {
+      await fh.close()
     }
-    await fh.sync()
+    await rename(tmp, path)
   } catch (err) {
-    await fh.close().catch(() => undefined)
     await unlinkIfPresent(tmp).catch(() => undefined)
     throw err
   }
-  await fh.close()
-  await rename(tmp, path)
   await syncDir(dir)
 }
 

@@ -29,6 +29,7 @@ export abstract class SignalLogBase implements SignalLog {
   protected abstract onInfo(): LogInfo
   protected abstract onConsumerPosition(name: string): Promise<number>
   protected abstract onAck(name: string, seq: number): Promise<void>
+  protected abstract onSync(): Promise<void>
   /** Runs once, after every operation in flight has settled. */
   protected abstract onClose(): Promise<void>
 
@@ -95,6 +96,10 @@ export abstract class SignalLogBase implements SignalLog {
       if (seq > this.onInfo().lastSeq) throw invalid(`ack seq ${seq} is past the end of the log`)
       return this.onAck(name, seq)
     })
+  }
+
+  sync(): Promise<void> {
+    return this.#run(() => this.onSync())
   }
 
   close(): Promise<void> {

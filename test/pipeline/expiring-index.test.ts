@@ -152,3 +152,25 @@ t.test('an index part of another shape is refused', async (t) => {
   t.throws(() => new ExpiringIndex({ initialCapacity: 16 }).importPart(part, 0), RangeError, 'a missing column')
   t.throws(() => index.importPart({ ...part, count: 2 }, 0), RangeError, 'a count its arrays do not hold')
 })
+
+t.test('an export of a ring that wraps, with an entry expired out of order in the middle, copies each run of live entries in ring order', async (t) => {
+  const index = new ExpiringIndex({ initialCapacity: 16 })
+  const tag = index.column((n) => new Uint32Array(n), 2)
+  const add = (key: number, expiresAt: number) => {
+    const slot = index.insert(key, key, expiresAt)
+    tag()[slot * 2] = key
+    tag()[slot * 2 + 1] = key * 10
+  }
+  // Slots 0..11, then the first ten expire and leave from the head: the ring starts at slot 10.
+  for (let key = 0; key < 12; key++) add(key, key < 10 ? 5 : 100)
+  index.expire(6)
+  // Ten more wrap around to slots 12..15 and 0..5; key 14 (slot 14) expires early, out of order.
+  for (let key = 12; key < 22; key++) add(key, key === 14 ? 7 : 100)
+  t.equal(index.size, 12)
+  const part = index.exportLive(8)
+  const expected = [10, 11, 12, 13, 15, 16, 17, 18, 19, 20, 21]
+  t.equal(part.count, expected.length)
+  t.same([...part.keyHi], expected, 'keys in ring order, the expired one left out')
+  t.same([...part.expiresAt], expected.map(() => 100))
+  t.same([...(part.columns[0] as Uint32Array)], expected.flatMap((k) => [k, k * 10]), 'a two-wide column moves with its entries')
+})

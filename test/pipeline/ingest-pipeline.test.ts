@@ -624,3 +624,50 @@ t.test('a signal appended while the state was being saved, so both in the saved 
   t.equal(next.dedupEntries, fromLog.dedupEntries, 'as many entries as a rebuild from the log alone')
   t.equal(next.dedupEntries, 4, 'two signals, each with its own Idempotency-Key')
 })
+
+t.test('after the log refused an append, whose record it may hold, no state is saved while running: it could claim a record never remembered', async (t) => {
+  const { log, verifier, makePipeline, request, dir } = await setup(t)
+  const { LogError } = await import('../../pipeline/index.js')
+  const stateFile = join(dir, 'ingest-state.bin')
+  let fail = false
+  // As when a segment roll fails after the first group of a batch was written and counted.
+  const append: typeof log.append = async (id, data) => {
+    const appended = await log.append(id, data)
+    if (fail) throw new LogError('log_io', 'rolling to a new segment: EIO')
+    return appended
+  }
+  const failing = new Proxy(log, { get: (target, name: keyof typeof log) => (name === 'append' ? append : target[name].bind(target)) })
+  const pipeline = makePipeline({ log: failing, stateFile })
+  await passed(verifier, pipeline.process(request()))
+  t.equal((await pipeline.saveState())?.mark?.seq, 1, 'a save before the failure covers the log')
+  fail = true
+  await t.rejects(passed(verifier, pipeline.process(request())), { code: 'not_ready' })
+  t.equal(log.info().lastSeq, 2, 'the refused append is in the log')
+  await t.rejects(pipeline.saveState(), /refused an append/)
+  const next = makePipeline({ stateFile })
+  t.equal((await next.rebuild()).restored, 1, 'the next start reads the refused record back from the log, after the last good save')
+})
+
+t.test('a save while running has the log synced before the file is put in place: signals copied in past the mark must outlive a power cut with it', async (t) => {
+  const { log, verifier, makePipeline, request, dir } = await setup(t)
+  const stateFile = join(dir, 'ingest-state.bin')
+  const syncs: boolean[] = []
+  const sync = async () => {
+    syncs.push(await stat(stateFile).then(() => true, () => false))
+    return log.sync()
+  }
+  const watched = new Proxy(log, { get: (target, name: keyof typeof log) => (name === 'sync' ? sync : target[name].bind(target)) })
+  const pipeline = makePipeline({ log: watched, stateFile })
+  await passed(verifier, pipeline.process(request()))
+  await pipeline.saveState()
+  t.same(syncs, [false], 'synced once, before the file existed')
+  t.ok((await stat(stateFile)).size > 0)
+})
+
+t.test('a temporary state file left by a save cut short is removed at the next start', async (t) => {
+  const { makePipeline, dir } = await setup(t)
+  const stateFile = join(dir, 'ingest-state.bin')
+  await writeFile(`${stateFile}.tmp`, Buffer.alloc(4096))
+  await makePipeline({ stateFile }).rebuild()
+  await t.rejects(stat(`${stateFile}.tmp`), { code: 'ENOENT' })
+})

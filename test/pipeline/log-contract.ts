@@ -220,6 +220,14 @@ export function logContract(t: TapTest, name: string, makeLog: MakeLog): void {
       await t.rejects(log.append('late', bytes('late')), { code: 'log_closed' })
       await t.rejects(log.read({ fromSeq: 1 }, 1), { code: 'log_closed' })
       await t.rejects(log.ack('c', 1), { code: 'log_closed' })
+      await t.rejects(log.sync(), { code: 'log_closed' })
+    })
+
+    t.test('sync resolves once what was acknowledged is durable, and the records read back', async (t) => {
+      const { log } = await fresh(t, makeLog)
+      await appendMany(log, 3)
+      await log.sync()
+      t.equal((await log.read({ fromSeq: 1 }, 10)).length, 3)
     })
   })
 }

@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import fs from 'node:fs'
-import { appendFile, mkdtemp, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
+import { appendFile, mkdtemp, open as fsOpen, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
 import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -346,6 +346,31 @@ t.test('a folder freed by close can be opened again', async (t) => {
   await log.close()
   const again = await open()
   t.equal(again.info().lastSeq, 0)
+})
+
+t.test('sync puts acknowledged appends on disk under the relaxed policies, and costs nothing under always', async (t) => {
+  // Counts fdatasync calls on every file handle: the journal's own calls are what is checked.
+  const probe = await fsOpen(process.execPath, 'r')
+  const proto = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+  await probe.close()
+  const original = proto.datasync
+  let datasyncs = 0
+  proto.datasync = function (this: unknown) {
+    datasyncs++
+    return original.call(this)
+  }
+  t.teardown(() => void (proto.datasync = original))
+  for (const fsync of ['never', 'interval', 'always'] as const) {
+    const { open } = await journalDir(t)
+    // An interval long enough that its timer never runs during the test.
+    const log = await open({ fsync, fsyncIntervalMs: 60_000 })
+    await log.append('a', bytes('a'))
+    const before = datasyncs
+    await log.sync()
+    t.equal(datasyncs - before, fsync === 'always' ? 0 : 1, `${fsync}: ${fsync === 'always' ? 'already synced at the append' : 'synced now'}`)
+    await log.sync()
+    t.equal(datasyncs - before, fsync === 'always' ? 0 : 1, `${fsync}: nothing new, no second sync`)
+  }
 })
 
 t.test('the interval and never policies keep records across close and reopen', async (t) => {

@@ -69,3 +69,19 @@ t.test('stop waits for the save under way and no save starts after it', async (t
   await sleep(30)
   t.equal(running, 1, 'and none started after')
 })
+
+t.test('a report that throws does not end the saves', async (t) => {
+  let saves = 0
+  const scheduled = scheduleStateSaves({
+    intervalMs: 2,
+    maxShare: 1,
+    save: async () => ++saves,
+    onSaved: () => {
+      throw new Error('the logger broke')
+    },
+    onFailed: () => undefined,
+  })
+  while (saves < 3) await sleep(2)
+  await scheduled.stop()
+  t.ok(saves >= 3, `${saves} saves`)
+})

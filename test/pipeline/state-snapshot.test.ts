@@ -3,6 +3,7 @@ import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
+import { crc32c } from '../../pipeline/journal/crc32c.js'
 import { NonceStore } from '../../pipeline/ingest/nonce-store.js'
 import { SignalDedup } from '../../pipeline/ingest/signal-dedup.js'
 import { readStateSnapshot, SnapshotError, writeStateSnapshot, type IngestStateToSave } from '../../pipeline/ingest/state-snapshot.js'
@@ -134,4 +135,68 @@ t.test('a FIFO or a folder in place of the snapshot is refused at once, not wait
   await rm(file)
   await mkdir(file)
   await t.rejects(readStateSnapshot(file))
+})
+
+/** The file with its checksum made right again: what a reader must check past the checksum. */
+function resealed(file: Buffer): Buffer {
+  const out = Buffer.from(file)
+  out.writeUInt32LE(crc32c(out, 0, out.length - 4), out.length - 4)
+  return out
+}
+
+t.test('a file whose checksum holds is still checked: the footer, every array bound and the header shape give a SnapshotError', async (t) => {
+  const file = await tempFile(t)
+  const now = 10 * MIN
+  await writeStateSnapshot(file, snapshotOf(filledStores(300, () => now), now))
+  const good = await readFile(file)
+  const footer = good.length - 16
+  const headerOffset = good.readUInt32LE(footer)
+  const headerLength = good.readUInt32LE(footer + 4)
+  const header = good.toString('utf8', headerOffset, headerOffset + headerLength)
+  const withHeader = (json: string) => {
+    const out = Buffer.from(good)
+    out.write(json.padEnd(headerLength, ' '), headerOffset, 'utf8')
+    return resealed(out)
+  }
+  const spoilt: Array<[string, Buffer, RegExp]> = [
+    ['the footer points past the header', (() => { const b = Buffer.from(good); b.writeUInt32LE(headerOffset + 8, footer); return resealed(b) })(), /header is not where the footer says/],
+    ['one array too many', (() => { const b = Buffer.from(good); b.writeUInt32LE(b.readUInt32LE(footer + 8) + 1, footer + 8); return resealed(b) })(), /array runs past the header/],
+    ['an array longer than the file', (() => { const b = Buffer.from(good); b.writeUInt32LE(0x7fffffff, 12); return resealed(b) })(), /array runs past the header/],
+    ['one array too few', (() => { const b = Buffer.from(good); b.writeUInt32LE(b.readUInt32LE(footer + 8) - 1, footer + 8); return resealed(b) })(), /bytes left after the last array/],
+    ['a null header', withHeader('null'), /version undefined/],
+    ['tables that are not a list', withHeader('{"v":2,"tables":"x"}'), /header is not as expected/],
+    ['a table of -1 parts', withHeader(header.replace('"parts":32', '"parts":-1')), /header is not as expected/],
+    ['scopes that are not pairs', withHeader(header.replace(/\["src_\d","key_\d"\]/, '7')), /header is not as expected/],
+  ]
+  t.ok(header.includes('"parts":32') && /\["src_\d","key_\d"\]/.test(header), 'the header has what the cases change')
+  for (const [why, bytes, message] of spoilt) {
+    await writeFile(file, bytes)
+    await t.rejects(readStateSnapshot(file), { name: 'SnapshotError', message }, why)
+  }
+})
+
+t.test('a source first seen while the state is being written is named in it: the file reads back and restores', async (t) => {
+  const file = await tempFile(t)
+  const now = 10 * MIN
+  const stores = filledStores(2000, () => now)
+  const writing = writeStateSnapshot(file, snapshotOf(stores, now))
+  // While the writer lets the event loop run between arrays, a new source's signals land in every shard.
+  let added = 0
+  const addSome = () => {
+    for (let i = 0; i < 64; i++, added++) {
+      stores.dedup.remember('src_new', undefined, { bodySha256: hex(90_000 + added), signalId: `late-${added}`, receivedAtMs: now, test: false }, now)
+      stores.nonces.restore('src_new', 'key_new', `late-${added}`, now, now)
+    }
+  }
+  const adding = setInterval(addSome, 0)
+  await writing
+  clearInterval(adding)
+  t.ok(added > 0, `${added} signals of a new source came in while it was written`)
+  const read = (await readStateSnapshot(file))!
+  t.ok(read.dedup.sources.includes('src_new'), 'the new source is named')
+  const dedup = new SignalDedup({ windowMs: WINDOW, maxEntries: 100_000 })
+  const nonces = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 100_000 })
+  await dedup.restoreSnapshot(read.dedup, now)
+  await nonces.restoreSnapshot(read.nonces, now)
+  t.ok(dedup.size >= 2000 + 200 && dedup.size <= 2000 + 200 + added, `${dedup.size} entries: all before, some of those added while writing`)
 })
