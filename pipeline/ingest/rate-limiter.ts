@@ -3,18 +3,23 @@ import { PERIOD_MS, type Manifest } from '../../schemas/manifest.js'
 interface Bucket {
   tokens: number
   updatedAt: number
-  /** Minute (epoch ms / 60 000) of the last refusal, and how many consecutive minutes had one. */
-  lastRefusedMinute: number
-  refusedMinutesInARow: number
+  /** Start of the current run of refusals, and its last: a run goes on while refusals come less than a minute apart. */
+  overRateSince: number
+  lastRefusedAt: number
 }
+
+/** A minute without a refusal ends a run of over-rate. */
+const RUN_GAP_MS = 60_000
 
 export type RateDecision = { readonly ok: true } | { readonly ok: false; readonly retryAfterS: number; readonly sustained: boolean }
 
 /**
  * The manifest's `max_rate` as a token bucket per source (DESIGN.md section 4): `rate`
  * tokens per `per`, holding at most `burst` (default `rate`). A refusal tells the
- * client when one token will be back (RFC 6585 Retry-After). Refusals in
- * `flagAfterMinutes` consecutive minutes count as sustained over-rate (spec 8).
+ * client when one token will be back (RFC 6585 Retry-After). Refusals that go on for
+ * `flagAfterMinutes`, never a minute apart, are sustained over-rate (spec 8): a burst
+ * of seconds is not, however many minutes' boundaries it straddles, nor is a client
+ * that waits out each Retry-After of a slow rate.
  */
 export class RateLimiter {
   readonly #buckets = new Map<string, Bucket>()
@@ -29,7 +34,7 @@ export class RateLimiter {
     const perMs = maxRate.rate / PERIOD_MS[maxRate.per]
     let bucket = this.#buckets.get(sourceId)
     if (bucket === undefined) {
-      bucket = { tokens: capacity, updatedAt: now, lastRefusedMinute: -2, refusedMinutesInARow: 0 }
+      bucket = { tokens: capacity, updatedAt: now, overRateSince: 0, lastRefusedAt: Number.NEGATIVE_INFINITY }
       this.#buckets.set(sourceId, bucket)
     }
     bucket.tokens = Math.min(capacity, bucket.tokens + Math.max(0, now - bucket.updatedAt) * perMs)
@@ -38,16 +43,13 @@ export class RateLimiter {
       bucket.tokens -= 1
       return { ok: true }
     }
-    const minute = Math.floor(now / 60_000)
-    if (minute !== bucket.lastRefusedMinute) {
-      bucket.refusedMinutesInARow = minute === bucket.lastRefusedMinute + 1 ? bucket.refusedMinutesInARow + 1 : 1
-      bucket.lastRefusedMinute = minute
-    }
+    if (now - bucket.lastRefusedAt >= RUN_GAP_MS) bucket.overRateSince = now
+    bucket.lastRefusedAt = now
     return {
       ok: false,
       // The epsilon keeps float noise (1 / (1 / 3 600 000)) from adding a whole second.
       retryAfterS: Math.max(1, Math.ceil(((1 - bucket.tokens) * PERIOD_MS[maxRate.per]) / maxRate.rate / 1000 - 1e-9)),
-      sustained: bucket.refusedMinutesInARow >= this.#flagAfterMinutes,
+      sustained: now - bucket.overRateSince >= this.#flagAfterMinutes * 60_000,
     }
   }
 

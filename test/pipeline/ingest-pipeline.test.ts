@@ -671,3 +671,24 @@ t.test('a temporary state file left by a save cut short is removed at the next s
   await makePipeline({ stateFile }).rebuild()
   await t.rejects(stat(`${stateFile}.tmp`), { code: 'ENOENT' })
 })
+
+t.test('over-rate going on for OVER_RATE_FLAG_MINUTES flags the source for review; the same refusals within seconds do not', async (t) => {
+  const { registry, source, verifier, makePipeline, request } = await setup(t)
+  const start = Date.now()
+  let clock = start
+  // The ceiling caps the source at 1 signal/s with a burst of 1: of two requests at one instant, the second is refused.
+  const pipeline = makePipeline({ now: () => clock, flagAfterMinutes: 1, rateCeiling: { perSecond: 1, burst: 1 } })
+  const flaggedAfter = async (offsetMs: number) => {
+    clock = start + offsetMs
+    const codes = []
+    for (let i = 0; i < 2; i++) codes.push(await passed(verifier, pipeline.process(request())).then(() => 'accepted', (err: { code: string }) => err.code))
+    t.same(codes, ['accepted', 'rate_limited'], `at ${offsetMs / 1000} s`)
+    await settle()
+    return registry.source(source.source_id)?.flagged_for_review_at !== null
+  }
+  t.equal(await flaggedAfter(0), false)
+  t.equal(await flaggedAfter(2_000), false, 'two seconds of over-rate are not sustained')
+  t.equal(await flaggedAfter(40_000), false)
+  t.equal(await flaggedAfter(59_000), false)
+  t.equal(await flaggedAfter(61_000), true, 'a minute of refusals, never a minute apart, flags the source')
+})

@@ -126,15 +126,22 @@ t.test('rate: Retry-After is the time until one token is back, per minute and pe
   t.equal(!h.ok && h.retryAfterS, 3600)
 })
 
-t.test('rate: refusals in N consecutive minutes are sustained over-rate; a quiet minute resets it', async (t) => {
+t.test('rate: refusals going on for N minutes, never a minute apart, are sustained over-rate; seconds across minute boundaries are not; a quiet minute resets it', async (t) => {
   const rates = new RateLimiter({ flagAfterMinutes: 3 })
   const rate = { rate: 1, per: 'hour' as const }
   rates.take('s', rate, 0)
-  const at = (minute: number) => rates.take('s', rate, minute * MIN + 1)
-  t.equal((at(0) as any).sustained, false)
-  t.equal((at(1) as any).sustained, false)
-  t.equal((at(2) as any).sustained, true)
-  t.equal((at(4) as any).sustained, false, 'minute 3 had no refusal')
+  const sustained = (ms: number) => (rates.take('s', rate, ms) as { sustained: boolean }).sustained
+  // Two seconds either side of three minute boundaries: not sustained.
+  t.same([MIN - 1000, MIN + 1000, 2 * MIN - 1000, 2 * MIN + 1000, 3 * MIN - 1000, 3 * MIN + 1000].map(sustained), [false, false, false, false, false, false])
+  // Now every 50 s: the run started at 59 s, so it is sustained from 3 min 59 s on.
+  const times = Array.from({ length: 5 }, (_, i) => 3 * MIN + 50_000 * (i + 1))
+  t.same(times.map(sustained), times.map((ms) => ms - (MIN - 1000) >= 3 * MIN))
+  t.equal(sustained(9 * MIN), false, 'after a quiet minute a new run starts')
+  t.equal(sustained(9 * MIN + 59_000), false)
+  // Refusals a minute or more apart, however long they go on, are no run.
+  const spaced = new RateLimiter({ flagAfterMinutes: 1 })
+  spaced.take('p', rate, 0)
+  t.same(Array.from({ length: 10 }, (_, i) => (spaced.take('p', rate, (i + 1) * 61_000) as { sustained: boolean }).sustained), Array(10).fill(false))
 })
 
 t.test('a source within its max_rate never meets its nonce cap', async (t) => {
