@@ -234,6 +234,7 @@ export class IngestPipeline {
       severityLevels: source.manifest.severity_levels,
       chains: source.manifest.coverage.chains,
       requestTimeMs: req.requestTimeMs,
+      requestTimestamp: req.timestampHeader,
     })
     if (!fields.ok) throw new ApiError(fields.code, fields.message)
 

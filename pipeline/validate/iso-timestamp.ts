@@ -49,6 +49,21 @@ export function parseIsoUtc(s: string): number | undefined {
   return Date.UTC(year, month - 1, day, hour, minute, second, ms)
 }
 
+/**
+ * The fraction's digits past the millisecond, as nanoseconds (0 to 999,999), of a string
+ * parseIsoUtc accepted: with its result, the instant exactly, for comparisons that must
+ * not round (two client timestamps 300.000999 s apart are more than 300 s apart).
+ */
+export function subMillisecondNanos(s: string): number {
+  if (s[19] !== '.') return 0
+  let nanos = 0
+  for (let k = 3; k < MAX_FRACTION_DIGITS; k++) {
+    const c = s.charCodeAt(20 + k)
+    nanos = nanos * 10 + (isDigit(c) ? c - DIGIT_0 : 0)
+  }
+  return nanos
+}
+
 function daysIn(year: number, month: number): number {
   if (month === 2 && year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0)) return 29
   return DAYS_IN_MONTH[month - 1] ?? 0

@@ -1,6 +1,6 @@
 import type { ErrorCode } from '../../schemas/api-error.js'
 import { isWithinSkew, MAX_SKEW_MS } from '../../schemas/signal.js'
-import { parseIsoUtc } from './iso-timestamp.js'
+import { parseIsoUtc, subMillisecondNanos } from './iso-timestamp.js'
 import { isValidToken } from './token-address.js'
 
 /**
@@ -27,6 +27,8 @@ export interface SignalRules {
   chains: readonly string[]
   /** X-Svc-Timestamp, in ms since the epoch. */
   requestTimeMs: number
+  /** X-Svc-Timestamp as sent, for its digits past the millisecond. */
+  requestTimestamp: string
 }
 
 export interface SignalPayload {
@@ -40,6 +42,18 @@ export interface SignalPayload {
 }
 
 export type FieldCheck = { ok: true; signal: SignalPayload; emittedAtMs: number } | { ok: false; code: ErrorCode; message: string }
+
+/**
+ * Two client timestamps within the 300 s skew of each other, to the nanosecond: only
+ * whole milliseconds exactly 300 s apart need the digits past them.
+ */
+function isWithinSkewExactly(aMs: number, aNanos: number, bMs: number, bNanos: number): boolean {
+  if (!isWithinSkew(aMs, bMs)) return false
+  const apart = aMs - bMs
+  if (apart === MAX_SKEW_MS) return aNanos <= bNanos
+  if (apart === -MAX_SKEW_MS) return aNanos >= bNanos
+  return true
+}
 
 export function isValidSignalId(v: unknown): v is string {
   return typeof v === 'string' && SIGNAL_ID_PATTERN.test(v)
@@ -62,7 +76,7 @@ export function validateSignalFields(value: unknown, rules: SignalRules): FieldC
   if (emittedAtMs === undefined) {
     return fail('invalid_timestamp', 'ts must be an ISO 8601 UTC timestamp such as 2025-01-31T12:00:00Z')
   }
-  if (!isWithinSkew(emittedAtMs, rules.requestTimeMs)) {
+  if (!isWithinSkewExactly(emittedAtMs, subMillisecondNanos(ts as string), rules.requestTimeMs, subMillisecondNanos(rules.requestTimestamp))) {
     return fail('invalid_timestamp', `ts must be within ${MAX_SKEW_MS / 1000} seconds of X-Svc-Timestamp`)
   }
   if (typeof token !== 'string' || !rules.chains.some((chain) => isValidToken(chain, token))) {

@@ -19,6 +19,7 @@ const rules: SignalRules = {
   severityLevels: ['low', 'medium', 'high'],
   chains: ['solana', 'ethereum'],
   requestTimeMs: NOW,
+  requestTimestamp: new Date(NOW).toISOString(),
 }
 const iso = (ms: number): string => new Date(ms).toISOString()
 
@@ -123,6 +124,22 @@ t.test('a ts 301 seconds either side of the request timestamp is refused with in
   t.equal(codeOf(payload({ ts: iso(NOW - 301_000) })), 'invalid_timestamp')
   t.equal(codeOf(payload({ ts: iso(NOW + 301_000) })), 'invalid_timestamp')
   t.equal(codeOf(payload({ ts: iso(NOW + 300_001) })), 'invalid_timestamp', 'one millisecond over')
+})
+
+t.test('the 300 s between ts and the request timestamp are counted to the nanosecond, not to the millisecond', async (t) => {
+  const header = '2025-06-15T12:00:00.414Z'
+  const at = { ...rules, requestTimeMs: Date.parse(header), requestTimestamp: header }
+  t.equal(codeOf(payload({ ts: '2025-06-15T12:05:00.414Z' }), at), 'ok', 'exactly 300 s later')
+  t.equal(codeOf(payload({ ts: '2025-06-15T12:05:00.414000000Z' }), at), 'ok', 'exactly 300 s, written to the nanosecond')
+  t.equal(codeOf(payload({ ts: '2025-06-15T12:05:00.414999Z' }), at), 'invalid_timestamp', '300.000999 s later')
+  t.equal(codeOf(payload({ ts: '2025-06-15T12:05:00.414000001Z' }), at), 'invalid_timestamp', '300.000000001 s later')
+  t.equal(codeOf(payload({ ts: '2025-06-15T11:55:00.413999999Z' }), at), 'invalid_timestamp', '300.000000001 s earlier')
+  t.equal(codeOf(payload({ ts: '2025-06-15T11:55:00.414Z' }), at), 'ok', 'exactly 300 s earlier')
+  const fine = '2025-06-15T12:00:00.414500Z'
+  const atFine = { ...rules, requestTimeMs: Date.parse(fine), requestTimestamp: fine }
+  t.equal(codeOf(payload({ ts: '2025-06-15T12:05:00.4145Z' }), atFine), 'ok', 'both past the millisecond, exactly 300 s apart')
+  t.equal(codeOf(payload({ ts: '2025-06-15T12:05:00.414501Z' }), atFine), 'invalid_timestamp')
+  t.equal(codeOf(payload({ ts: '2025-06-15T11:55:00.4144Z' }), atFine), 'invalid_timestamp', '300.0001 s earlier')
 })
 
 t.test('a token that is not an address on any declared chain is refused with invalid_token', async (t) => {
