@@ -121,7 +121,8 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     // Parsed now, while uWS still holds the request; refused only after the body's
     // source_id, which spec 4.1 ranks with the other two ids, before any auth check.
     const auth = parseAuthHeaders(headers)
-    if (!(auth instanceof ApiError)) ctx.keyId = auth.keyId
+    // The key id is recorded with a refusal whenever it came well-formed, also when another auth header did not.
+    ctx.keyId = auth instanceof ApiError ? sentKeyId(headers) : auth.keyId
     // Taken out as values, so the closures below, which live as long as the request, do not hold the header object.
     const idempotencyKey = headers.idempotencyKey[0]
     const idempotencyKeyCount = headers.idempotencyKey.length
@@ -232,6 +233,12 @@ function single<T>(name: string, values: string[], parse: (v: string) => T | und
   if (values.length > 1) return new ApiError('missing_signature', `${name} must appear exactly once`)
   const parsed = parse(values[0] as string)
   return parsed === undefined ? new ApiError('missing_signature', `${name} is malformed`) : parsed
+}
+
+/** X-Svc-Key-Id when it came once and well-formed, else null. */
+function sentKeyId(h: IngestHeaders): string | null {
+  const [keyId] = h.keyId
+  return h.keyId.length === 1 && keyId !== undefined && isValidKeyId(keyId) ? keyId : null
 }
 
 /** Spec 5.2: every authentication header present, single and well-formed. */

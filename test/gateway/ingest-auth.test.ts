@@ -171,6 +171,15 @@ t.test('body source_id different from the URL is refused with 400 invalid_source
   t.equal(entry?.signal_id, p.signal_id, 'the refusal names the signal the creator sent')
 })
 
+t.test('a refusal for a missing auth header still lists the key id the request named', async (t) => {
+  const signed = src.sign(payload(src.sourceId))
+  delete signed.headers['x-svc-nonce']
+  const res = await push(gw, signed)
+  expectError(res, 401, 'missing_signature')
+  const listed = await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/ingest-errors?limit=200`, { token: src.creatorToken })
+  t.equal(listed.body.data.find((e: any) => e.request_id === res.body.error.request_id)?.key_id, src.keyId)
+})
+
 t.test('a refusal before the signature check (stale timestamp) or at it lists the signal id of the body', async (t) => {
   const stale = payload(src.sourceId)
   const ts = new Date(Date.now() - 400_000).toISOString()
