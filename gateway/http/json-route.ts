@@ -129,10 +129,13 @@ export function jsonRoute(
     }
     if (parts.isDraining()) return fail(new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }), true)
 
-    if (principal === undefined) return fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'), true)
+    // A refused POST closes the connection rather than take in a body it will not read; a
+    // GET (and HEAD, which then gets the GET's Content-Length) has none, and keeps it.
+    const closeRefused = method === 'post'
+    if (principal === undefined) return fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'), closeRefused)
     role = principal.role
-    if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), true)
-    if (options.access === 'creator' && principal.role === 'renter') return fail(new ApiError('forbidden', 'this endpoint is for creators'), true)
+    if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), closeRefused)
+    if (options.access === 'creator' && principal.role === 'renter') return fail(new ApiError('forbidden', 'this endpoint is for creators'), closeRefused)
 
     const run = (body: unknown) => {
       Promise.resolve()

@@ -90,6 +90,25 @@ t.test('HEAD answers like GET without a body, so the next response on the connec
   }
 })
 
+t.test('HEAD refused for its token (401, 403) has the status and Content-Length of the GET, and keeps the connection', async (t) => {
+  const src = await provision(gw)
+  for (const [why, token, status] of [
+    ['no token', undefined, 401],
+    ['a wrong token', `${gw.adminToken}x`, 401],
+    ['a creator token on an admin path', src.creatorToken, 403],
+  ] as const) {
+    const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` }
+    const get = await fetch(`${gw.url}/v1/admin/tokens`, { headers })
+    const length = Buffer.byteLength(await get.text())
+    const auth = token === undefined ? '' : `Authorization: Bearer ${token}\r\n`
+    const head = await exchange([`HEAD /v1/admin/tokens HTTP/1.1\r\nHost: x\r\n${auth}\r\n`, `GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`])
+    const [first, ...rest] = head.split('HTTP/1.1 ').filter((part) => part !== '')
+    t.equal(get.status, status, `GET, ${why}`)
+    t.match(first, new RegExp(`^${status} [\\s\\S]*content-length: ${length}\\r\\n([\\s\\S]*\\r\\n)?\\r\\n$`, 'i'), `HEAD, ${why}: ${status} with the GET's length, no body`)
+    t.equal(rest.length, 1, `HEAD, ${why}: the pipelined GET behind it is answered`)
+  }
+})
+
 t.test('requests without a valid token write no log line each, and a logged path is clipped', async (t) => {
   const before = gw.output.join('\n').length
   const long = `/v1/byo/sources/${'A'.repeat(20_000)}`
