@@ -250,7 +250,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     const t0 = performance.now()
     try {
       const saved = await pipeline.saveState(mark)
-      logger.info({ bytes: saved?.bytes, dedup_entries: pipeline.dedupEntries, nonces: pipeline.liveNonces, ms: Math.round(performance.now() - t0) }, 'ingest state saved for the next start')
+      logger.info({ bytes: saved?.bytes, dedup_entries: saved?.dedupEntries, nonces: saved?.nonces, ms: Math.round(performance.now() - t0) }, 'ingest state saved for the next start')
     } catch (err) {
       logger.warn({ err }, 'ingest state not saved; the next start rebuilds it from the journal')
     }

@@ -8,7 +8,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { replaceFileDurably, unlinkIfPresent } from './durable-fs.js'
+import { replaceFileDurably, temporaryPathOf, unlinkIfPresent } from './durable-fs.js'
 import { GroupCommit } from './group-commit.js'
 import { ioError, LogError } from '../log-error.js'
 
@@ -43,7 +43,7 @@ export class ConsumerPositions {
     const path = join(dir, FILE)
     // A leftover temporary file is a replacement that never got renamed: the
     // previous file is still the truth.
-    await unlinkIfPresent(`${path}.tmp`).catch((err: unknown) => {
+    await unlinkIfPresent(temporaryPathOf(path)).catch((err: unknown) => {
       throw ioError('removing a stale consumers.json.tmp', err)
     })
     let text: string

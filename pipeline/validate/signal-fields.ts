@@ -44,14 +44,15 @@ export interface SignalPayload {
 export type FieldCheck = { ok: true; signal: SignalPayload; emittedAtMs: number } | { ok: false; code: ErrorCode; message: string }
 
 /**
- * Two client timestamps within the 300 s skew of each other, to the nanosecond: only
- * whole milliseconds exactly 300 s apart need the digits past them.
+ * Two client timestamps (parsed, and as sent) within the 300 s skew of each other, to
+ * the nanosecond: only whole milliseconds exactly 300 s apart need the digits past them,
+ * so only then are they read.
  */
-function isWithinSkewExactly(aMs: number, aNanos: number, bMs: number, bNanos: number): boolean {
+function isWithinSkewExactly(aMs: number, a: string, bMs: number, b: string): boolean {
   if (!isWithinSkew(aMs, bMs)) return false
   const apart = aMs - bMs
-  if (apart === MAX_SKEW_MS) return aNanos <= bNanos
-  if (apart === -MAX_SKEW_MS) return aNanos >= bNanos
+  if (apart === MAX_SKEW_MS) return subMillisecondNanos(a) <= subMillisecondNanos(b)
+  if (apart === -MAX_SKEW_MS) return subMillisecondNanos(a) >= subMillisecondNanos(b)
   return true
 }
 
@@ -76,7 +77,7 @@ export function validateSignalFields(value: unknown, rules: SignalRules): FieldC
   if (emittedAtMs === undefined) {
     return fail('invalid_timestamp', 'ts must be an ISO 8601 UTC timestamp such as 2025-01-31T12:00:00Z')
   }
-  if (!isWithinSkewExactly(emittedAtMs, subMillisecondNanos(ts as string), rules.requestTimeMs, subMillisecondNanos(rules.requestTimestamp))) {
+  if (!isWithinSkewExactly(emittedAtMs, ts as string, rules.requestTimeMs, rules.requestTimestamp)) {
     return fail('invalid_timestamp', `ts must be within ${MAX_SKEW_MS / 1000} seconds of X-Svc-Timestamp`)
   }
   if (typeof token !== 'string' || !rules.chains.some((chain) => isValidToken(chain, token))) {
