@@ -62,6 +62,13 @@ export interface KeyRecord {
   revoked_at: string | null
 }
 
+/** A revoked key whose record was dropped: still refused at registration for its source. */
+export interface RetiredKey {
+  source_id: string
+  /** See `RetiredKeys.fingerprint`. */
+  fingerprint: string
+}
+
 /** Everything the registry persists, as one document. */
 export interface RegistrySnapshot {
   version: 1
@@ -74,4 +81,6 @@ export interface RegistrySnapshot {
   agents: AgentRecord[]
   sources: SourceRecord[]
   keys: KeyRecord[]
+  /** Oldest first per source (absent in files written before fingerprints were kept). */
+  retired_keys?: RetiredKey[]
 }

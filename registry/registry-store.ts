@@ -1,4 +1,4 @@
-import type { AgentRecord, KeyRecord, RegistrySnapshot, SourceRecord, TokenRecord } from './records.js'
+import type { AgentRecord, KeyRecord, RegistrySnapshot, RetiredKey, SourceRecord, TokenRecord } from './records.js'
 
 /** One change of the registry: records written whole (new or changed) and key and token records dropped. */
 export interface RegistryChange {
@@ -9,6 +9,8 @@ export interface RegistryChange {
   readonly droppedKeys: string[]
   /** Token ids. */
   readonly droppedTokens: string[]
+  /** Fingerprints of the dropped keys, oldest first (absent in changes recorded before they were kept). */
+  readonly retiredKeys?: RetiredKey[]
 }
 
 /**
@@ -36,6 +38,8 @@ export function replayChanges(snapshot: RegistrySnapshot | undefined, changes: r
   const agents = new Map((snapshot?.agents ?? []).map((r) => [r.agent_id, r]))
   const sources = new Map((snapshot?.sources ?? []).map((r) => [r.source_id, r]))
   const keys = new Map((snapshot?.keys ?? []).map((r) => [r.key_id, r]))
+  // Only ever added to: the registry drops the oldest past its bound as it loads them.
+  const retired = [...(snapshot?.retired_keys ?? [])]
   for (const change of changes) {
     for (const r of change.tokens) tokens.set(r.token_id, r)
     for (const r of change.agents) agents.set(r.agent_id, r)
@@ -44,6 +48,14 @@ export function replayChanges(snapshot: RegistrySnapshot | undefined, changes: r
     for (const id of change.droppedKeys) keys.delete(id)
     // Absent in changes recorded before tokens could be revoked.
     for (const id of change.droppedTokens ?? []) tokens.delete(id)
+    for (const r of change.retiredKeys ?? []) retired.push(r)
   }
-  return { version: 1, tokens: [...tokens.values()], agents: [...agents.values()], sources: [...sources.values()], keys: [...keys.values()] }
+  return {
+    version: 1,
+    tokens: [...tokens.values()],
+    agents: [...agents.values()],
+    sources: [...sources.values()],
+    keys: [...keys.values()],
+    retired_keys: retired,
+  }
 }

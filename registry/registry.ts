@@ -2,8 +2,9 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { ApiError } from '../schemas/api-error.js'
 import type { Listing, Manifest } from '../schemas/manifest.js'
 import { MAX_TOKEN_CHARS } from './records.js'
-import type { AgentRecord, KeyRecord, Principal, RegistrySnapshot, SourceRecord, TokenRecord } from './records.js'
+import type { AgentRecord, KeyRecord, Principal, RegistrySnapshot, RetiredKey, SourceRecord, TokenRecord } from './records.js'
 import type { RegistryChange, RegistryStore } from './registry-store.js'
+import { RETIRED_KEYS_PER_SOURCE, RetiredKeys } from './retired-keys.js'
 
 /** Bounds on what the registry holds: tokens and agents in all, slots per agent, keys per source. */
 export const REGISTRY_LIMITS = {
@@ -19,16 +20,20 @@ export const REGISTRY_LIMITS = {
   /** Keys that can still sign (pending, active, grace). */
   liveKeysPerSource: 32,
   /**
-   * Revoked keys kept per source, so a request signed with one is told `revoked_key` and
-   * its public key cannot be registered again. Past this, the oldest revoked record is
-   * dropped: rotation must never run into a wall (spec 5.3), and the registry stays bounded
-   * (a year of weekly rotations fits; 96 records at most per source, about 50 KB in memory).
+   * Revoked keys kept per source, so a request signed with one is told `revoked_key`.
+   * Past this, the oldest revoked record is dropped and only its fingerprint is kept, so
+   * the public key still cannot be registered again: rotation must never run into a
+   * wall (spec 5.3), and the registry stays bounded (a year of weekly rotations fits;
+   * 96 records at most per source, about 50 KB in memory).
    */
   revokedKeysPerSource: 64,
+  /** Fingerprints of dropped revoked keys kept per source. */
+  retiredKeysPerSource: RETIRED_KEYS_PER_SOURCE,
 } as const
 
 /** The change being made: what to record, and how to undo it in memory if recording fails. */
 interface PendingChange extends RegistryChange {
+  readonly retiredKeys: RetiredKey[]
   readonly undo: Array<() => void>
 }
 
@@ -89,6 +94,7 @@ export class Registry {
   #keys = new Map<string, LiveKey>()
   #sourcesByAgent = new OwnerIndex()
   #keysBySource = new OwnerIndex()
+  #retiredKeys = new RetiredKeys()
   #chain: Promise<unknown> = Promise.resolve()
   /** Set while a change runs: the mutations below note in it what they touch. */
   #pending: PendingChange | undefined
@@ -123,6 +129,7 @@ export class Registry {
     for (const s of snapshot.sources) this.#sourcesByAgent.add(s.agent_id, s.source_id)
     this.#keysBySource = new OwnerIndex()
     for (const k of snapshot.keys) this.#keysBySource.add(k.source_id, k.key_id)
+    this.#retiredKeys = new RetiredKeys(snapshot.retired_keys)
   }
 
   #snapshot(): RegistrySnapshot {
@@ -132,6 +139,7 @@ export class Registry {
       agents: [...this.#agents.values()],
       sources: [...this.#sources.values()],
       keys: [...this.#keys.values()].map((k) => k.record),
+      retired_keys: this.#retiredKeys.entries(),
     }
   }
 
@@ -143,7 +151,7 @@ export class Registry {
    */
   #mutate<T>(change: () => T): Promise<T> {
     const run = async () => {
-      const pending: PendingChange = { tokens: [], agents: [], sources: [], keys: [], droppedKeys: [], droppedTokens: [], undo: [] }
+      const pending: PendingChange = { tokens: [], agents: [], sources: [], keys: [], droppedKeys: [], droppedTokens: [], retiredKeys: [], undo: [] }
       this.#pending = pending
       let result: T
       try {
@@ -340,6 +348,9 @@ export class Registry {
         throw new ApiError('limit_exceeded', `a source holds at most ${REGISTRY_LIMITS.liveKeysPerSource} keys that are not revoked: revoke one first`)
       }
       if (existing.some((k) => k.public_key === encoded)) throw new ApiError('key_exists', 'this public key is already registered for the source')
+      if (this.#retiredKeys.has(sourceId, RetiredKeys.fingerprint(publicKey))) {
+        throw new ApiError('key_exists', 'this public key was revoked for the source, and revocation is forward-only: register a new key')
+      }
       this.#pruneRevoked(existing, REGISTRY_LIMITS.revokedKeysPerSource - 1)
       const record: KeyRecord = {
         key_id: newId('key'),
@@ -359,7 +370,10 @@ export class Registry {
     })
   }
 
-  /** Drops the oldest revoked records among one source's `keys` until at most `keep` remain. */
+  /**
+   * Drops the oldest revoked records among one source's `keys` until at most `keep`
+   * remain, keeping the fingerprint of each.
+   */
   #pruneRevoked(keys: readonly KeyRecord[], keep: number): void {
     const revoked = keys
       .filter((k) => k.state === 'revoked')
@@ -374,7 +388,18 @@ export class Registry {
         this.#keys.set(k.key_id, live)
         this.#keysBySource.add(k.source_id, k.key_id)
       })
+      this.#retire(k.source_id, live.publicKey)
     }
+  }
+
+  #retire(sourceId: string, publicKey: Uint8Array): void {
+    const change = this.#change()
+    // Past the bound, adding drops the oldest: undo puts the whole set back, order included.
+    const before = this.#retiredKeys.copyOf(sourceId)
+    change.undo.push(() => this.#retiredKeys.restore(sourceId, before))
+    const fingerprint = RetiredKeys.fingerprint(publicKey)
+    this.#retiredKeys.add(sourceId, fingerprint)
+    change.retiredKeys.push({ source_id: sourceId, fingerprint })
   }
 
   /** Records that a pending key signed a test signal that was accepted. */

@@ -83,6 +83,11 @@ t.test('once the log outgrows the snapshot the state is folded into a new snapsh
   )
   t.equal(reopened.key(source.source_id, keys[0]!.key_id), undefined, 'a revoked record dropped for room stays dropped')
   t.equal(reopened.key(source.source_id, keys[999]!.key_id)?.record.state, 'revoked')
+  const saved = JSON.parse(await readFile(join(dir, 'registry.json'), 'utf8'))
+  t.ok(saved.retired_keys.length > 0, `the snapshot holds the fingerprints of dropped keys (${saved.retired_keys.length})`)
+  for (const i of [0, 500, 935]) {
+    await t.rejects(reopened.addKey(source.source_id, Buffer.from(keys[i]!.public_key, 'base64url')), { code: 'key_exists' }, `dropped key ${i} stays refused`)
+  }
 })
 
 t.test('a crash between a new snapshot and the emptied log replays none of the old lines over it', async (t) => {

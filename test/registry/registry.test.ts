@@ -2,6 +2,7 @@ import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import { Registry, REGISTRY_LIMITS, type RegistryChange, type RegistryStore } from '../../registry/index.js'
 import { replayChanges } from '../../registry/registry-store.js'
+import { RetiredKeys } from '../../registry/retired-keys.js'
 import type { RegistrySnapshot } from '../../registry/records.js'
 import { MANIFEST } from '../helpers/api.js'
 
@@ -213,6 +214,7 @@ t.test('rotation never runs into a wall: past the kept revoked keys the oldest r
   const next = await registry.addKey(source.source_id, rawKey())
   t.equal(next.state, 'pending', 'one rotation more still registers a key')
   t.equal(registry.key(source.source_id, first.key_id), undefined, 'the oldest revoked record made room')
+  await t.rejects(registry.addKey(source.source_id, firstPublicKey), { code: 'key_exists', message: /revoked/ }, 'its public key is still refused: revocation is forward-only')
   t.equal(registry.keysOf(source.source_id).filter((k) => k.state === 'revoked').length, kept - 1)
   await registry.revokeKey(source.source_id, next.key_id)
   const live = []
@@ -232,4 +234,56 @@ t.test('a thousand concurrent requests to flag a source write the registry once'
   await Promise.all(Array.from({ length: 1000 }, () => registry.flagSource(source.source_id)))
   t.equal(saves, 1)
   t.type(registry.source(source.source_id)?.flagged_for_review_at, 'string')
+})
+
+t.test('a dropped revoked key stays refused after a restart, and a failed save forgets its fingerprint', async (t) => {
+  const store = new MemoryStore()
+  // A clock that moves on each reading, so the oldest revoked record is one and the same
+  // before and after the undone change (ties in revoked_at would go by listing order).
+  let now = Date.parse('2026-01-01T00:00:00Z')
+  const registry = await Registry.open(store, 'admin-secret', () => (now += 1000))
+  const agent = await registry.createAgent({ agent_id: 'a1', creator_id: 'c1', slots: 1 })
+  const source = await registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } })
+  const first = await registry.addKey(source.source_id, rawKey())
+  await registry.revokeKey(source.source_id, first.key_id)
+  const firstPublicKey = Buffer.from(first.public_key, 'base64url')
+  for (let i = 1; i < REGISTRY_LIMITS.revokedKeysPerSource; i++) {
+    const k = await registry.addKey(source.source_id, rawKey())
+    await registry.revokeKey(source.source_id, k.key_id)
+  }
+  // The add that drops the first record fails to save: memory must not keep the drop either.
+  store.failNext = true
+  await t.rejects(registry.addKey(source.source_id, rawKey()), { code: 'ENOSPC' })
+  t.ok(registry.key(source.source_id, first.key_id), 'the record is back')
+  t.same(store.saved?.retired_keys ?? [], [], 'nothing was recorded')
+  const made = await registry.addKey(source.source_id, rawKey())
+  t.equal(registry.key(source.source_id, first.key_id), undefined, 'the next add drops it')
+  t.equal(store.saved?.retired_keys?.length, 1, 'and records its fingerprint')
+  const reopened = await Registry.open(store, 'admin-secret')
+  await t.rejects(reopened.addKey(source.source_id, firstPublicKey), { code: 'key_exists' }, 'refused after a restart')
+  t.equal((await reopened.addKey(source.source_id, rawKey())).state, 'pending', 'a fresh key is taken')
+  t.equal(reopened.key(source.source_id, made.key_id)?.record.state, 'pending')
+})
+
+t.test('a source keeps the fingerprints of its newest dropped revoked keys, up to the bound, across restarts', async (t) => {
+  const { store, registry, source } = await setup()
+  // Fill the fingerprints to the bound through the store directly: revoking a thousand keys
+  // one by one takes minutes on the memory store.
+  const bound = REGISTRY_LIMITS.retiredKeysPerSource
+  const keys = Array.from({ length: bound + 1 }, () => rawKey())
+  const other = rawKey()
+  store.saved = {
+    ...(store.saved as RegistrySnapshot),
+    retired_keys: [
+      ...keys.map((k) => ({ source_id: source.source_id, fingerprint: RetiredKeys.fingerprint(k) })),
+      { source_id: 'src_other', fingerprint: RetiredKeys.fingerprint(other) },
+    ],
+  }
+  const reopened = await Registry.open(store, 'admin-secret')
+  t.equal((await reopened.addKey(source.source_id, keys[0]!)).state, 'pending', 'the oldest past the bound went')
+  await t.rejects(reopened.addKey(source.source_id, keys[1]!), { code: 'key_exists' }, 'the next oldest is kept')
+  await t.rejects(reopened.addKey(source.source_id, keys[bound]!), { code: 'key_exists' }, 'the newest is kept')
+  t.equal((await reopened.addKey(source.source_id, other)).state, 'pending', 'fingerprints are per source')
+  t.equal(store.saved?.retired_keys?.length, bound + 2, 'the store only appends; the bound is applied on load')
+  void registry
 })
