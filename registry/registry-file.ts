@@ -1,11 +1,19 @@
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
+import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import { replaceFileDurably, syncDir, writeFully } from '../pipeline/index.js'
 import type { RegistrySnapshot } from './records.js'
 import { replayChanges, type RegistryChange, type RegistryStore } from './registry-store.js'
 
 /** The change log is folded into the snapshot once it outgrows the snapshot, or this. */
 const LOG_MIN_BYTES = 256 * 1024
+
+/**
+ * Records serialized between two turns of the event loop when a snapshot is written:
+ * about 0.3 MB of JSON and a few milliseconds. Written in one piece, a registry at its
+ * bounds (100 MB of JSON) held the loop, and with it every ingest request, for over a second.
+ */
+const RECORDS_PER_PIECE = 1000
 
 /**
  * The registry as a snapshot (`registry.json`) and a log of the changes since
@@ -96,11 +104,20 @@ export class RegistryFile implements RegistryStore {
     // Moved on before the write: if it fails, whether or not the new snapshot landed,
     // lines written from now on are newer than either snapshot and are replayed.
     this.#generation += 1
-    const doc = Buffer.from(JSON.stringify({ ...current(), generation: this.#generation } satisfies RegistrySnapshot))
+    // Nothing changes the records while this runs: the registry makes one change at a
+    // time and waits for this one to be recorded before the next.
+    const pieces = snapshotPieces({ ...current(), generation: this.#generation })
+    let bytes = 0
+    const counted = async function* () {
+      for await (const piece of pieces) {
+        bytes += piece.length
+        yield piece
+      }
+    }
     await mkdir(this.#dir, { recursive: true })
     // Mode 600: the files hold token hashes.
-    await replaceFileDurably(this.#path, this.#dir, doc, 0o600)
-    this.#snapshotBytes = doc.length
+    await replaceFileDurably(this.#path, this.#dir, counted(), 0o600)
+    this.#snapshotBytes = bytes
     // The change is recorded now. Emptying the log only saves replaying changes the
     // snapshot already holds, so a failure here must not report the change as lost: the
     // log keeps its size and the next change compacts again.
@@ -123,6 +140,33 @@ export class RegistryFile implements RegistryStore {
     }
     return this.#log
   }
+}
+
+/**
+ * The snapshot as JSON, the same document `JSON.stringify` makes, in pieces of
+ * RECORDS_PER_PIECE records with a turn of the event loop after each.
+ */
+export async function* snapshotPieces(doc: RegistrySnapshot): AsyncGenerator<Buffer> {
+  const { tokens, agents, sources, keys, retired_keys, ...scalars } = doc
+  // '{"version":1,"generation":N' with the brace left open for the lists.
+  yield Buffer.from(JSON.stringify(scalars).slice(0, -1))
+  const lists: Array<[string, readonly unknown[]]> = [
+    ['tokens', tokens],
+    ['agents', agents],
+    ['sources', sources],
+    ['keys', keys],
+    ['retired_keys', retired_keys ?? []],
+  ]
+  for (const [name, records] of lists) {
+    yield Buffer.from(`,"${name}":[`)
+    for (let i = 0; i < records.length; i += RECORDS_PER_PIECE) {
+      const part = JSON.stringify(records.slice(i, i + RECORDS_PER_PIECE))
+      yield Buffer.from(`${i === 0 ? '' : ','}${part.slice(1, -1)}`)
+      await yieldToLoop()
+    }
+    yield Buffer.from(']')
+  }
+  yield Buffer.from('}')
 }
 
 /** A change as the log holds it: with the generation it was written in (absent in older logs: 0). */

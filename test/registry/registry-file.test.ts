@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { Registry } from '../../registry/index.js'
-import { RegistryFile } from '../../registry/registry-file.js'
+import { RegistryFile, snapshotPieces } from '../../registry/registry-file.js'
 import { MANIFEST } from '../helpers/api.js'
 
 const rawKey = () => generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
@@ -119,4 +119,35 @@ t.test('a crash between a new snapshot and the emptied log replays none of the o
   const again = await Registry.open(new RegistryFile(dir), 'admin-secret')
   t.ok(again.key(source.source_id, after.key_id), 'a change written after the stale lines is replayed')
   t.equal(again.key(source.source_id, next.key_id)?.record.state, 'active')
+})
+
+t.test('a snapshot is written in pieces, with turns of the event loop between, that make the same JSON', async (t) => {
+  const at = '2026-01-01T00:00:00.000Z'
+  const doc = {
+    version: 1 as const,
+    generation: 7,
+    tokens: Array.from({ length: 2500 }, (_, i) => ({ token_id: `tok_${i}`, sha256: 'ab'.repeat(32), role: 'creator' as const, subject: `c${i}`, created_at: at, revoked_at: null })),
+    agents: [{ agent_id: 'a1', creator_id: 'c1', slots: 2, created_at: at }],
+    sources: [],
+    keys: [],
+    retired_keys: [{ source_id: 's1', fingerprint: 'f"\\u2028' }],
+  }
+  let turns = 0
+  let counting = true
+  const tick = () => {
+    turns++
+    if (counting) setImmediate(tick)
+  }
+  setImmediate(tick)
+  const pieces: Buffer[] = []
+  for await (const piece of snapshotPieces(doc)) pieces.push(piece)
+  counting = false
+  const text = Buffer.concat(pieces).toString('utf8')
+  t.equal(text, JSON.stringify(doc), 'byte for byte what JSON.stringify makes')
+  t.same(JSON.parse(text), doc)
+  t.ok(turns >= 3, `the event loop ran between the 1,000-record pieces (${turns} turns)`)
+  const empty = { version: 1 as const, tokens: [], agents: [], sources: [], keys: [] }
+  const emptyPieces: Buffer[] = []
+  for await (const piece of snapshotPieces(empty)) emptyPieces.push(piece)
+  t.same(JSON.parse(Buffer.concat(emptyPieces).toString()), { ...empty, retired_keys: [] }, 'empty lists')
 })
