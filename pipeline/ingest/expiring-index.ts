@@ -49,6 +49,10 @@ export interface ExpiringIndexOptions {
   readonly onEvict?: (slot: number) => void
 }
 
+/** The probe budget of `importPart`: 16 per entry, many times what keys under a secret hash take, plus a floor for small parts. */
+const IMPORT_PROBES_PER_ENTRY = 16
+const IMPORT_PROBES_FLOOR = 65_536
+
 export class ExpiringIndex {
   #capacity: number
   /** Entries at which the ring doubles: `growAtFill` of the capacity. */
@@ -63,6 +67,8 @@ export class ExpiringIndex {
   #table: Uint32Array
   readonly #columns: Array<{ array: Column; width: number; make: (n: number) => Column }> = []
   readonly #onEvict: ((slot: number) => void) | undefined
+  /** Occupied cells stepped over while placing entries, ever: what `importPart` bounds. */
+  #probes = 0
 
   constructor(options: ExpiringIndexOptions) {
     const growAtFill = options.growAtFill ?? 1
@@ -168,7 +174,8 @@ export class ExpiringIndex {
 
   /**
    * Inserts the entries of a part that `exportLive` made from an index with the same
-   * columns, skipping those expired by `now`; `onAdded` sees each new slot.
+   * columns, skipping those expired by `now`; `onAdded` sees each new slot. If it throws,
+   * the index holds part of the part and is to be dropped.
    */
   importPart(part: IndexPart, now: number, onAdded?: (slot: number) => void): void {
     const n = part.count
@@ -179,10 +186,16 @@ export class ExpiringIndex {
       part.columns.length === this.#columns.length &&
       this.#columns.every((c, k) => (part.columns[k] as Column).length === n * c.width)
     if (!shaped) throw new RangeError('the part does not have the shape of this index')
+    // Keys under a secret hash step over about one occupied cell each at this table's
+    // fill; keys chosen to share a home would step over ever more, quadratic in the part.
+    // The part comes from a file: past a generous budget it is refused (and the caller
+    // drops this index) rather than taking minutes.
+    const budget = this.#probes + IMPORT_PROBES_PER_ENTRY * n + IMPORT_PROBES_FLOOR
     for (let i = 0; i < n; i++) {
       const expiresAt = part.expiresAt[i] as number
       if (expiresAt < now) continue
       const slot = this.insert(part.keyHi[i] as number, part.keyLo[i] as number, expiresAt)
+      if (this.#probes > budget) throw new RangeError('the part holds keys that crowd into one place of the table: not made by exportLive under this hash')
       for (let k = 0; k < this.#columns.length; k++) {
         const { array, width } = this.#columns[k] as { array: Column; width: number }
         const from = part.columns[k] as Column
@@ -216,7 +229,10 @@ export class ExpiringIndex {
   #place(slot: number): void {
     const mask = this.#table.length - 1
     let cell = this.#homeOf(slot)
-    while (this.#table[cell] !== 0) cell = (cell + 1) & mask
+    while (this.#table[cell] !== 0) {
+      cell = (cell + 1) & mask
+      this.#probes++
+    }
     this.#table[cell] = slot + 1
   }
 

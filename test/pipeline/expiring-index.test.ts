@@ -153,6 +153,24 @@ t.test('an index part of another shape is refused', async (t) => {
   t.throws(() => index.importPart({ ...part, count: 2 }, 0), RangeError, 'a count its arrays do not hold')
 })
 
+t.test('a part whose keys crowd into one place of the table is refused after bounded work; random keys import in full', async (t) => {
+  const n = 60_000
+  const crowded = { count: n, keyHi: new Uint32Array(n).fill(7), keyLo: new Uint32Array(n).fill(9), expiresAt: new Float64Array(n).fill(100), columns: [] }
+  // Unbounded, this steps over n²/2 = 1.8 billion cells; the budget stops it a few thousand entries in.
+  const index = new ExpiringIndex({ initialCapacity: 16 })
+  t.throws(() => index.importPart(crowded, 0), { name: 'RangeError', message: /crowd/ })
+  t.ok(index.size < 5000, `refused after ${index.size} entries`)
+
+  const random = { ...crowded, keyHi: new Uint32Array(n), keyLo: new Uint32Array(n) }
+  for (let i = 0; i < n; i++) {
+    random.keyHi[i] = (Math.random() * 2 ** 32) >>> 0
+    random.keyLo[i] = (Math.random() * 2 ** 32) >>> 0
+  }
+  const copy = new ExpiringIndex({ initialCapacity: 16 })
+  copy.importPart(random, 0)
+  t.equal(copy.size, n, 'keys spread by a hash stay far inside the budget')
+})
+
 t.test('an export of a ring that wraps, with an entry expired out of order in the middle, copies each run of live entries in ring order', async (t) => {
   const index = new ExpiringIndex({ initialCapacity: 16 })
   const tag = index.column((n) => new Uint32Array(n), 2)
