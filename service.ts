@@ -127,14 +127,6 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       onRepair: (tail) => logger.warn({ tail }, 'signal log: cut a torn tail left by a crash'),
     }),
   )
-  // Diagnostics only: never synced per record, old segments dropped, no dedup.
-  const errorLog = await openJournal({
-    dir: join(dataDir, 'ingest-errors'),
-    fsync: 'never',
-    segmentBytes: 8 * 1024 * 1024,
-    maxSegments: 4,
-    dedupWindowMs: 0,
-  })
   let failed = false
   let reportFatal: (err: Error) => void = () => undefined
   const fatal = new Promise<Error>((resolve) => (reportFatal = resolve))
@@ -184,7 +176,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     // durability that does not exist); a restart recovers it from the disk.
     onLogFailure: (err) => failFatally(err, 'signal log failed; stopping so that a restart recovers it'),
   })
-  const errors = new IngestErrorLog(errorLog, {
+  // Diagnostics only: never synced per record.
+  const errors = await IngestErrorLog.open(join(dataDir, 'ingest-errors'), {
     perSource: config.INGEST_ERRORS_PER_SOURCE,
     maxUnverified: config.INGEST_ERRORS_UNVERIFIED_MAX,
     onWriteError: (err) => logger.warn({ err }, 'ingest error record not written'),
@@ -272,7 +265,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         const mark = failed ? undefined : await pipeline.logMark().catch((err: unknown) => logger.warn({ err }, 'ingest state not saved: the log end is unreadable'))
         // Each is closed even if one before it fails; the first failure is reported.
         let failure: unknown
-        for (const close of [() => signalLog.close(), () => errorLog.close(), () => history.close()]) {
+        for (const close of [() => signalLog.close(), () => errors.close(), () => history.close()]) {
           await close().catch((err: unknown) => (failure ??= err))
         }
         if (failure !== undefined) throw failure

@@ -1,5 +1,10 @@
+import { readdir } from 'node:fs/promises'
+import { join } from 'node:path'
 import type { ErrorCode } from '../../schemas/api-error.js'
-import type { SignalLog } from '../log.js'
+import { unlinkIfPresent } from '../journal/durable-fs.js'
+import { parseSegmentFileName } from '../journal/segment-file.js'
+import { openJournal } from '../log-journal.js'
+import { RefusalFile } from './refusal-file.js'
 
 /** One refused ingest request, as the source's operator sees it (spec 2.7). */
 export interface IngestErrorRecord {
@@ -16,11 +21,7 @@ interface StoredRecord extends IngestErrorRecord {
   readonly source_id: string
   /** Present when the signature verified: the refusal came from the creator. */
   readonly nonce?: string
-  /**
-   * The record's place among its source's refusals, the number a cursor names. Kept so
-   * that a cursor means the same record after a restart, also once the diagnostics log
-   * has dropped its oldest segments (a count rebuilt from what is left would shift).
-   */
+  /** The record's number among its source's refusals, the number a cursor names (see `#push`). */
   readonly n: number
 }
 
@@ -28,19 +29,34 @@ interface StoredRecord extends IngestErrorRecord {
 interface SourceRings {
   readonly verified: Entry[]
   readonly unverified: Entry[]
-  /** Per source, so a cursor tells a creator nothing about other sources' refusals. */
+  /** The last number given. Per source, so a cursor tells a creator nothing about other sources' refusals. */
   seq: number
 }
 
 interface Entry {
   readonly seq: number
   readonly record: IngestErrorRecord
+  /** The nonce a verified request claimed: written again when the file is rewritten. */
+  readonly nonce: string | undefined
 }
 
 export interface IngestErrorPage {
   readonly items: IngestErrorRecord[]
   readonly nextCursor: string | null
 }
+
+export interface IngestErrorLogOptions {
+  readonly perSource: number
+  readonly maxUnverified: number
+  readonly onWriteError: (err: unknown) => void
+}
+
+/**
+ * Numbers per millisecond of a record's time: a record is numbered at least its time
+ * times this, so numbers keep rising across a restart that lost the newest records (a
+ * cursor then names no newer record than it did), and stay safe integers to the year 2248.
+ */
+const NUMBERS_PER_MS = 1024
 
 /**
  * Refused ingest requests per source, newest first. Held in memory in two rings per
@@ -50,12 +66,13 @@ export interface IngestErrorPage {
  * out. Since anyone can name any source, the second rings also share one bound over
  * all sources (`maxUnverified`): past it the longest rings are cut first, so junk
  * aimed at many sources costs a bounded amount of memory and a source that receives
- * little keeps what it has. Appended to a diagnostics log on disk so the history
- * survives a restart; the disk write is not awaited: diagnostics must never slow the
- * answer down.
+ * little keeps what it has. Kept on disk as what memory holds (RefusalFile, rewritten
+ * as the rings once enough was appended), so the same holds after a restart; the disk
+ * write is not awaited: diagnostics must never slow the answer down.
  */
 export class IngestErrorLog {
-  readonly #log: SignalLog
+  readonly #file: RefusalFile
+  readonly #dir: string
   readonly #perSource: number
   readonly #maxUnverified: number
   /** Entries in all the unverified rings together. */
@@ -63,36 +80,74 @@ export class IngestErrorLog {
   readonly #bySource = new Map<string, SourceRings>()
   readonly #onWriteError: (err: unknown) => void
   #queue: Array<{ sourceId: string; record: IngestErrorRecord; claimedNonce: string | undefined }> = []
+  #rewriting: Promise<void> = Promise.resolve()
 
-  constructor(log: SignalLog, options: { perSource: number; maxUnverified: number; onWriteError: (err: unknown) => void }) {
-    this.#log = log
+  private constructor(file: RefusalFile, dir: string, options: IngestErrorLogOptions) {
+    this.#file = file
+    this.#dir = dir
     this.#perSource = options.perSource
     this.#maxUnverified = options.maxUnverified
     this.#onWriteError = options.onWriteError
   }
 
+  /** Opens the history kept in `dir`; `load` reads it. */
+  static async open(dir: string, options: IngestErrorLogOptions): Promise<IngestErrorLog> {
+    return new IngestErrorLog(await RefusalFile.open(dir, options.onWriteError), dir, options)
+  }
+
   /**
-   * Reloads the history from the diagnostics log and hands back the nonces claimed by
-   * refused requests within `nonceSinceMs`, so the caller can restore them.
+   * Reloads the history and hands back the nonces claimed by refused requests within
+   * `nonceSinceMs`, so the caller can restore them.
    */
   async load(nonceSinceMs: number): Promise<Array<{ sourceId: string; keyId: string; nonce: string; time: number }>> {
     const nonces: Array<{ sourceId: string; keyId: string; nonce: string; time: number }> = []
-    const info = this.#log.info()
-    let next = info.firstSeq === 0 ? 1 : info.firstSeq
-    for (;;) {
-      const batch = await this.#log.read({ fromSeq: next }, 4096)
-      if (batch.length === 0) break
-      for (const r of batch) {
-        const stored = JSON.parse(Buffer.from(r.data).toString('utf8')) as StoredRecord
-        const { source_id, nonce, n, ...record } = stored
-        this.#push(source_id, record, nonce !== undefined, n)
-        if (nonce !== undefined && record.key_id !== null && r.time >= nonceSinceMs) {
-          nonces.push({ sourceId: source_id, keyId: record.key_id, nonce, time: r.time })
-        }
+    const take = (stored: StoredRecord) => {
+      const { source_id, nonce, n, ...record } = stored
+      if (!this.#push(source_id, record, nonce, n)) return
+      const time = Date.parse(record.time)
+      if (nonce !== undefined && record.key_id !== null && time >= nonceSinceMs) nonces.push({ sourceId: source_id, keyId: record.key_id, nonce, time })
+    }
+    const legacy = await this.#loadLegacy(take)
+    for await (const line of this.#file.lines()) {
+      let stored: StoredRecord
+      try {
+        stored = JSON.parse(line) as StoredRecord
+      } catch {
+        // A line a crash tore, or one damaged on disk: diagnostics, so the rest still counts.
+        continue
       }
-      next = (batch[batch.length - 1] as { seq: number }).seq + 1
+      if (isStoredRecord(stored)) take(stored)
+    }
+    if (legacy.length > 0) {
+      // The history is in the new file now: the old segments can go.
+      await this.#rewrite()
+      for (const name of legacy) await unlinkIfPresent(join(this.#dir, name))
     }
     return nonces
+  }
+
+  /**
+   * Earlier versions kept the history as signal-log segments in the same folder, in one
+   * ring shared by every source: read once, then rewritten in the new form.
+   */
+  async #loadLegacy(take: (stored: StoredRecord) => void): Promise<string[]> {
+    const segments = (await readdir(this.#dir)).filter((n) => parseSegmentFileName(n) !== undefined)
+    if (segments.length === 0) return segments
+    const log = await openJournal({ dir: this.#dir, fsync: 'never', dedupWindowMs: 0 })
+    try {
+      for (let next = Math.max(1, log.info().firstSeq); ; ) {
+        const batch = await log.read({ fromSeq: next }, 4096)
+        if (batch.length === 0) break
+        for (const r of batch) {
+          const stored = JSON.parse(Buffer.from(r.data).toString('utf8')) as StoredRecord
+          take({ ...stored, n: stored.n ?? 0 })
+        }
+        next = (batch[batch.length - 1] as { seq: number }).seq + 1
+      }
+    } finally {
+      await log.close()
+    }
+    return segments
   }
 
   /**
@@ -108,35 +163,67 @@ export class IngestErrorLog {
 
   readonly #flush = (): void => {
     const queue = this.#queue
+    if (queue.length === 0) return
     this.#queue = []
-    for (const { sourceId, record, claimedNonce } of queue) this.#keep(sourceId, record, claimedNonce)
+    const lines: string[] = []
+    for (const { sourceId, record, claimedNonce } of queue) {
+      const n = this.#push(sourceId, record, claimedNonce) as number
+      lines.push(storedLine(sourceId, record, claimedNonce, n))
+    }
+    this.#file.append(Buffer.from(lines.join('')))
+    if (this.#file.rewriteDue) void this.#rewrite()
   }
 
-  #keep(sourceId: string, record: IngestErrorRecord, claimedNonce: string | undefined): void {
-    const n = this.#push(sourceId, record, claimedNonce !== undefined)
-    const stored: StoredRecord =
-      claimedNonce === undefined ? { ...record, source_id: sourceId, n } : { ...record, source_id: sourceId, nonce: claimedNonce, n }
-    // An empty dedup id turns the log's dedup off: every refusal is its own record,
-    // and the log keeps no per-record memory for it.
-    this.#log.append('', Buffer.from(JSON.stringify(stored))).catch(this.#onWriteError)
+  /** Rewrites the file as what the rings hold now. */
+  #rewrite(): Promise<void> {
+    // Copied before the first await: the rings change while the lines are written.
+    const kept: Array<[string, Entry]> = []
+    for (const [sourceId, rings] of this.#bySource) {
+      for (const e of rings.verified) kept.push([sourceId, e])
+      for (const e of rings.unverified) kept.push([sourceId, e])
+    }
+    const lines = function* () {
+      for (const [sourceId, e] of kept) yield storedLine(sourceId, e.record, e.nonce, e.seq)
+    }
+    this.#rewriting = this.#file.rewrite(lines()).catch(this.#onWriteError)
+    return this.#rewriting
   }
 
-  /** Keeps a record under the next number of its source (or `storedSeq`, on load) and returns that number. */
-  #push(sourceId: string, record: IngestErrorRecord, verified: boolean, storedSeq?: number): number {
+  /** Writes back what was appended: the next start reads it. */
+  async close(): Promise<void> {
+    this.#flush()
+    await this.#rewriting
+    await this.#file.close()
+  }
+
+  /**
+   * Keeps a record and returns its number: at least the next of its source, and at least
+   * its time times NUMBERS_PER_MS. On load (`stored` given) a record keeps its number, and
+   * one not above its ring's last is a copy (written twice around a rewrite): skipped,
+   * and the result is undefined.
+   */
+  #push(sourceId: string, record: IngestErrorRecord, nonce: string | undefined, stored?: number): number | undefined {
     let rings = this.#bySource.get(sourceId)
     if (rings === undefined) {
       rings = { verified: [], unverified: [], seq: 0 }
       this.#bySource.set(sourceId, rings)
     }
-    // Records are appended in the order they were numbered, so a stored number is above
-    // the last one; a record without one (or out of order) takes the next number.
-    rings.seq = storedSeq !== undefined && storedSeq > rings.seq ? storedSeq : rings.seq + 1
+    const verified = nonce !== undefined
     const ring = verified ? rings.verified : rings.unverified
-    ring.push({ seq: rings.seq, record })
+    let seq: number
+    if (stored !== undefined && stored > 0) {
+      if (ring.length > 0 && (ring[ring.length - 1] as Entry).seq >= stored) return undefined
+      seq = stored
+    } else {
+      // Records of earlier versions without a number are numbered in the order they come.
+      seq = Math.max(rings.seq + 1, stored === undefined ? Date.parse(record.time) * NUMBERS_PER_MS || 0 : 0)
+    }
+    rings.seq = Math.max(rings.seq, seq)
+    ring.push({ seq, record, nonce })
     // Trim in steps, not per record: splice is O(n).
     if (ring.length > this.#perSource * 1.25) this.#trim(ring, this.#perSource, verified)
     if (!verified && ++this.#unverified > this.#maxUnverified * 1.25) this.#trimUnverified()
-    return rings.seq
+    return seq
   }
 
   #trim(ring: Entry[], keep: number, verified: boolean): void {
@@ -198,4 +285,14 @@ function lastBefore(ring: Entry[], before: number): number {
   let i = ring.length - 1
   while (i >= 0 && (ring[i] as Entry).seq >= before) i--
   return i
+}
+
+function storedLine(sourceId: string, record: IngestErrorRecord, nonce: string | undefined, n: number): string {
+  const stored: StoredRecord = nonce === undefined ? { ...record, source_id: sourceId, n } : { ...record, source_id: sourceId, nonce, n }
+  return `${JSON.stringify(stored)}\n`
+}
+
+function isStoredRecord(v: unknown): v is StoredRecord {
+  const r = v as Partial<StoredRecord> | null
+  return typeof r === 'object' && r !== null && typeof r.source_id === 'string' && typeof r.time === 'string' && Number.isSafeInteger(r.n)
 }

@@ -1,69 +1,170 @@
-import { mkdtemp, rm } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import t from 'tap'
+import t, { type Test as Tap } from 'tap'
 import { IngestErrorLog, openJournal, type IngestErrorRecord } from '../../pipeline/index.js'
-
-/** Segments small enough that a few dozen refusals roll several of them. */
-const SEGMENT_BYTES = 2048
-const KEPT_SEGMENTS = 3
 
 function refusal(i: number): IngestErrorRecord {
   return { request_id: `req-${i}`, time: new Date(1_700_000_000_000 + i).toISOString(), status: 401, code: 'invalid_signature', key_id: null, signal_id: null }
 }
 
-async function openErrors(dir: string) {
-  const log = await openJournal({ dir, fsync: 'never', segmentBytes: SEGMENT_BYTES, maxSegments: KEPT_SEGMENTS, dedupWindowMs: 0 })
-  const errors = new IngestErrorLog(log, { perSource: 1000, maxUnverified: 100_000, onWriteError: (err) => t.fail(`write failed: ${String(err)}`) })
+/** A verified refusal: the request's nonce was claimed. */
+function signedRefusal(i: number): [IngestErrorRecord, string] {
+  return [{ ...refusal(i), status: 400, code: 'invalid_severity', key_id: 'key_a' }, `nonce-${i}`]
+}
+
+async function folder(t: Tap) {
+  const dir = await mkdtemp(join(tmpdir(), 'sgw-errors-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  return dir
+}
+
+async function openErrors(t: Tap, dir: string, options: { perSource?: number; maxUnverified?: number } = {}) {
+  const errors = await IngestErrorLog.open(dir, { perSource: 1000, maxUnverified: 100_000, ...options, onWriteError: (err) => t.fail(`write failed: ${String(err)}`) })
   await errors.load(0)
-  return { log, errors }
+  return errors
+}
+
+/** Every request id a source lists, newest first, page by page. */
+function listAll(errors: IngestErrorLog, source: string, limit = 1000): string[] {
+  const ids: string[] = []
+  for (let cursor: string | undefined, page; (page = errors.page(source, limit, cursor)) !== undefined; cursor = page.nextCursor) {
+    ids.push(...page.items.map((r) => r.request_id))
+    if (page.nextCursor === null) break
+  }
+  return ids
 }
 
 /** Lets the records queued for after the answer be kept and appended. */
 const settle = () => new Promise((resolve) => setImmediate(resolve))
 
-t.test('a cursor names the same refusal after a restart that dropped the oldest segments', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'sgw-errors-'))
-  t.teardown(() => rm(dir, { recursive: true, force: true }))
+const historyFile = async (dir: string) => {
+  const names = (await readdir(dir)).filter((n) => n.endsWith('.jsonl'))
+  if (names.length !== 1) throw new Error(`expected one history file, found ${names.join(', ')}`)
+  return join(dir, names[0] as string)
+}
 
-  const first = await openErrors(dir)
-  // Two sources interleaved, so per-source numbers differ from the log's own.
-  for (let i = 0; i < 60; i++) first.errors.record(i % 2 === 0 ? 'src_a' : 'src_b', refusal(i))
+t.test('a cursor names the same refusal after a restart, and after one that lost the newest records it reaches none of the new ones', async (t) => {
+  const dir = await folder(t)
+  const first = await openErrors(t, dir)
+  // Two sources interleaved, so per-source numbers differ from the file's own order.
+  for (let i = 0; i < 60; i++) first.record(i % 2 === 0 ? 'src_a' : 'src_b', refusal(i))
   await settle()
-  const page1 = first.errors.page('src_a', 3, undefined)
-  t.ok(page1?.nextCursor, 'a first page with more behind it')
-  const cursor = page1?.nextCursor ?? undefined
-  const before = first.errors.page('src_a', 3, cursor)
-  await first.log.close()
+  const cursor = first.page('src_a', 3, undefined)?.nextCursor ?? undefined
+  t.ok(cursor, 'a first page with more behind it')
+  const before = first.page('src_a', 3, cursor)?.items.map((r) => r.request_id)
+  await first.close()
 
-  const second = await openErrors(dir)
-  t.teardown(() => second.log.close())
-  t.ok(second.log.info().firstSeq > 1, 'retention dropped the oldest records at reopen')
-  const after = second.errors.page('src_a', 3, cursor)
-  t.same(
-    after?.items.map((r) => r.request_id),
-    before?.items.map((r) => r.request_id),
-    'the same records follow the cursor',
-  )
-  t.same(
-    second.errors.page('src_a', 1, undefined)?.items.map((r) => r.request_id),
-    ['req-58'],
-    'the newest refusal is still first',
-  )
+  const second = await openErrors(t, dir)
+  t.same(second.page('src_a', 3, cursor)?.items.map((r) => r.request_id), before, 'the same records follow the cursor')
+  t.same(listAll(second, 'src_a').length, 30, 'every refusal is back')
+  await second.close()
 
-  // New refusals continue the numbering: an old cursor does not reach them.
-  second.errors.record('src_a', refusal(100))
+  // A crash that lost the newest half of the file: src_a keeps req-0 to req-28. A new
+  // refusal comes after a restart; its number must come after every number given before,
+  // the lost ones included, or the old cursor (at req-54) would reach it.
+  const path = await historyFile(dir)
+  const lines = (await readFile(path, 'utf8')).split('\n').filter(Boolean)
+  await writeFile(path, `${lines.slice(0, 30).join('\n')}\n`)
+  const third = await openErrors(t, dir)
+  third.record('src_a', refusal(100))
   await settle()
-  t.same(second.errors.page('src_a', 1, undefined)?.items.map((r) => r.request_id), ['req-100'])
-  t.same(second.errors.page('src_a', 3, cursor)?.items.map((r) => r.request_id), before?.items.map((r) => r.request_id))
+  t.same(third.page('src_a', 1, undefined)?.items.map((r) => r.request_id), ['req-100'], 'the new refusal is listed first')
+  t.same(third.page('src_a', 3, cursor)?.items.map((r) => r.request_id), ['req-28', 'req-26', 'req-24'], 'the old cursor reaches only records older than the one it names')
+  await third.close()
+})
+
+t.test('a flood of refusals for one source, signed or not, pushes no other source\'s history off the disk, and the file stays bounded', async (t) => {
+  const dir = await folder(t)
+  const errors = await openErrors(t, dir, { perSource: 100, maxUnverified: 2000 })
+  for (let i = 0; i < 30; i++) errors.record('eve', ...signedRefusal(i))
+  for (let i = 30; i < 40; i++) errors.record('eve', refusal(i))
+  await settle()
+  // 120,000 refusals naming dave (about 24 MB of lines): a third signed, the rest junk.
+  for (let i = 0; i < 120_000; i++) {
+    if (i % 3 === 0) errors.record('dave', ...signedRefusal(100_000 + i))
+    else errors.record('dave', refusal(100_000 + i))
+    if (i % 5000 === 4999) await settle()
+  }
+  await settle()
+  await errors.close()
+  const size = (await stat(await historyFile(dir))).size
+  t.ok(size < 12 * 1024 * 1024, `the file holds about what memory does, not the whole flood (${size} bytes)`)
+
+  const reopened = await openErrors(t, dir, { perSource: 100, maxUnverified: 2000 })
+  const eve = listAll(reopened, 'eve')
+  t.equal(eve.length, 40, 'eve keeps every refusal, signed and not')
+  t.same(eve.slice(0, 2), ['req-39', 'req-38'])
+  const dave = listAll(reopened, 'dave')
+  t.equal(dave.length, 200, 'dave keeps the newest of each kind, up to the bound')
+  t.equal(dave[0], 'req-219999', 'the newest first')
+  // Crash instead of close: what was appended is read back all the same.
+  reopened.record('eve', ...signedRefusal(50))
+  await settle()
+  const afterCrash = await openErrors(t, dir, { perSource: 100, maxUnverified: 2000 })
+  t.equal(listAll(afterCrash, 'eve')[0], 'req-50', 'a refusal appended before a kill -9 is back')
+  await reopened.close()
+  await afterCrash.close()
+})
+
+t.test('refusals made while the file is rewritten are kept once each', async (t) => {
+  const dir = await folder(t)
+  const errors = await openErrors(t, dir, { perSource: 100_000, maxUnverified: 1_000_000 })
+  // Enough to pass the 8 MB at which the first rewrite starts, in steps, so records
+  // keep coming while the rewrite yields to the event loop.
+  let i = 0
+  while (i < 60_000) {
+    for (let j = 0; j < 500; j++, i++) errors.record(`s${i % 3}`, refusal(i))
+    await settle()
+  }
+  await errors.close()
+  const reopened = await openErrors(t, dir, { perSource: 100_000, maxUnverified: 1_000_000 })
+  const all = [0, 1, 2].flatMap((k) => listAll(reopened, `s${k}`, 10_000))
+  t.equal(all.length, 60_000, 'none lost')
+  t.equal(new Set(all).size, 60_000, 'none twice')
+  const lines = (await readFile(await historyFile(dir), 'utf8')).split('\n').filter(Boolean).length
+  t.equal(lines, 60_000, 'the file holds each record once')
+  await reopened.close()
+})
+
+t.test('a torn or damaged line is skipped; the rest is read', async (t) => {
+  const dir = await folder(t)
+  const errors = await openErrors(t, dir)
+  for (let i = 0; i < 5; i++) errors.record('src', refusal(i))
+  await errors.close()
+  const path = await historyFile(dir)
+  const lines = (await readFile(path, 'utf8')).split('\n').filter(Boolean)
+  lines[1] = '{"broken'
+  await writeFile(path, `${lines.join('\n')}\n{"source_id":"src","tor`)
+  const reopened = await openErrors(t, dir)
+  t.same(listAll(reopened, 'src'), ['req-4', 'req-3', 'req-2', 'req-0'])
+  await reopened.close()
+})
+
+t.test('a history kept by an earlier version as signal-log segments is read once and moved to the new file', async (t) => {
+  const dir = await folder(t)
+  const legacy = await openJournal({ dir, fsync: 'never', segmentBytes: 2048, maxSegments: 3, dedupWindowMs: 0 })
+  for (let i = 0; i < 20; i++) {
+    const { request_id, time, status, code, key_id, signal_id } = refusal(i)
+    await legacy.append('', Buffer.from(JSON.stringify({ request_id, time, status, code, key_id, signal_id, source_id: 'src', n: i + 1, ...(i === 19 && { nonce: 'n-19', key_id: 'key_a' }) })))
+  }
+  await legacy.close()
+  const errors = await IngestErrorLog.open(dir, { perSource: 1000, maxUnverified: 100_000, onWriteError: (err) => t.fail(String(err)) })
+  const nonces = await errors.load(0)
+  t.same(nonces, [{ sourceId: 'src', keyId: 'key_a', nonce: 'n-19', time: 1_700_000_000_019 }], 'the nonce a refused request claimed is handed back')
+  const listed = listAll(errors, 'src')
+  t.ok(listed.length > 0, `what the old ring still held (${listed.length})`)
+  t.equal(listed[0], 'req-19')
+  t.same((await readdir(dir)).filter((n) => n.endsWith('.seg')), [], 'the old segments are gone')
+  await errors.close()
+  const again = await openErrors(t, dir)
+  t.same(listAll(again, 'src'), listed, 'and the history is in the new file')
+  await again.close()
 })
 
 t.test('unsigned refusals share one bound over all sources: the sources with the most lose their oldest, the others keep theirs', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'sgw-errors-'))
-  t.teardown(() => rm(dir, { recursive: true, force: true }))
-  const log = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0 })
-  t.teardown(() => log.close())
-  const errors = new IngestErrorLog(log, { perSource: 1000, maxUnverified: 1000, onWriteError: (err) => t.fail(String(err)) })
+  const errors = await openErrors(t, await folder(t), { maxUnverified: 1000 })
+  t.teardown(() => errors.close())
   const count = (source: string) => {
     let n = 0
     for (let cursor: string | undefined, page; (page = errors.page(source, 1000, cursor)) !== undefined; cursor = page.nextCursor) {
@@ -88,11 +189,8 @@ t.test('unsigned refusals share one bound over all sources: the sources with the
 })
 
 t.test('a source lists at most INGEST_ERRORS_PER_SOURCE refusals of each kind, the newest, though its rings are trimmed in steps', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'sgw-errors-'))
-  t.teardown(() => rm(dir, { recursive: true, force: true }))
-  const log = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0 })
-  t.teardown(() => log.close())
-  const errors = new IngestErrorLog(log, { perSource: 10, maxUnverified: 100_000, onWriteError: (err) => t.fail(String(err)) })
+  const errors = await openErrors(t, await folder(t), { perSource: 10 })
+  t.teardown(() => errors.close())
   // 12 of each: past the bound of 10, below the step (12.5) at which a ring is trimmed.
   for (let i = 0; i < 12; i++) {
     errors.record('src', { ...refusal(2 * i), code: 'replayed_nonce', key_id: 'key_a' }, `nonce-${i}`)

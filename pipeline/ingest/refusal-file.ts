@@ -1,0 +1,196 @@
+import { createReadStream } from 'node:fs'
+import { mkdir, open, readdir, type FileHandle } from 'node:fs/promises'
+import { join } from 'node:path'
+import { setImmediate as yieldToLoop } from 'node:timers/promises'
+import { replaceFileDurably, syncDir, unlinkIfPresent, writeFully } from '../journal/durable-fs.js'
+
+/** Appended bytes that start a rewrite at the least, however small the history held. */
+const MIN_COMPACT_BYTES = 8 * 1024 * 1024
+
+/** Lines written between two turns of the event loop when the history is rewritten. */
+const LINES_PER_PIECE = 2000
+
+const NAME = /^refusals\.([1-9][0-9]{0,15})\.jsonl$/
+
+/**
+ * The ingest-error history on disk: one file of JSON lines, appended after each answer
+ * and never synced line by line (diagnostics must not slow ingest down). What the file
+ * keeps is decided in memory, where each source has its own bounds (IngestErrorLog): once
+ * the lines appended since the last rewrite outweigh what memory holds (or 8 MB), the
+ * file is rewritten as exactly what memory holds, under the next generation number
+ * (write a temporary, fsync, rename, fsync the folder), and the old one is removed. So
+ * the file stays within about twice the history plus 8 MB, and a flood of refusals for
+ * one source, which memory cuts to that source's bound, cannot push another source's
+ * history off the disk the way a shared ring of segments did.
+ *
+ * A crash loses at most the lines the kernel had not written back: a torn or damaged
+ * line is skipped at load. Lines appended while a rewrite runs go to the old file and
+ * are written again after the new one's, so the rewrite loses none.
+ */
+export class RefusalFile {
+  readonly #dir: string
+  readonly #onWriteError: (err: unknown) => void
+  #generation: number
+  #handle: FileHandle | undefined
+  /** Bytes of the last rewrite: what memory held then. */
+  #keptBytes = 0
+  #appendedBytes = 0
+  /** Bytes in the current file: where the next line goes. */
+  #size = 0
+  #writing: Promise<void> = Promise.resolve()
+  /** Set while a rewrite runs: the lines appended meanwhile, for the new file. */
+  #during: Buffer[] | undefined
+
+  private constructor(dir: string, generation: number, onWriteError: (err: unknown) => void) {
+    this.#dir = dir
+    this.#generation = generation
+    this.#onWriteError = onWriteError
+  }
+
+  /**
+   * Opens the newest generation in `dir` and removes older ones and temporaries (left by
+   * a crash during a rewrite). Segment files of the signal-log format that earlier
+   * versions kept here are left for `legacySegments`.
+   */
+  static async open(dir: string, onWriteError: (err: unknown) => void): Promise<RefusalFile> {
+    await mkdir(dir, { recursive: true })
+    const names = await readdir(dir)
+    const generations = names.flatMap((n) => {
+      const m = NAME.exec(n)
+      return m === null ? [] : [Number(m[1])]
+    })
+    const newest = generations.length === 0 ? 0 : Math.max(...generations)
+    for (const g of generations) if (g !== newest) await unlinkIfPresent(join(dir, fileName(g)))
+    for (const n of names) if (n.endsWith('.tmp')) await unlinkIfPresent(join(dir, n))
+    const file = new RefusalFile(dir, newest, onWriteError)
+    if (newest > 0) {
+      file.#handle = await open(file.#path(), 'a', 0o600)
+      file.#size = (await file.#handle.stat()).size
+      // Unknown how much of it memory will keep: the first rewrite comes after as much again.
+      file.#keptBytes = file.#size
+    }
+    return file
+  }
+
+  /** The lines of the newest generation, in file order; a torn last line is left out. */
+  async *lines(): AsyncGenerator<string> {
+    if (this.#generation === 0) return
+    let rest = ''
+    for await (const chunk of createReadStream(this.#path(), { encoding: 'utf8', highWaterMark: 256 * 1024 })) {
+      const text = rest + (chunk as string)
+      const parts = text.split('\n')
+      rest = parts.pop() as string
+      for (const line of parts) if (line.length > 0) yield line
+    }
+  }
+
+  /** Whether enough was appended since the last rewrite that the next one is due. */
+  get rewriteDue(): boolean {
+    return this.#during === undefined && this.#appendedBytes >= Math.max(MIN_COMPACT_BYTES, this.#keptBytes)
+  }
+
+  /** Appends whole lines; a failure is reported, never thrown: the answer has gone out already. */
+  append(lines: Buffer): void {
+    this.#during?.push(lines)
+    this.#appendedBytes += lines.length
+    this.#queue(async () => {
+      if (this.#handle === undefined) {
+        this.#generation = Math.max(this.#generation, 1)
+        this.#handle = await open(this.#path(), 'a', 0o600)
+        this.#size = 0
+        await syncDir(this.#dir)
+      }
+      this.#put(lines)
+    })
+  }
+
+  /** Runs file work in the order it was asked for, even across the awaits of opening a file. */
+  #queue(work: () => Promise<void>): void {
+    this.#writing = this.#writing.then(work).catch(this.#onWriteError)
+  }
+
+  #put(lines: Buffer): void {
+    writeFully((this.#handle as FileHandle).fd, lines, this.#size)
+    this.#size += lines.length
+  }
+
+  /**
+   * Rewrites the file as `lines` (what memory holds, each ending in a line feed) under the
+   * next generation, taking LINES_PER_PIECE of them between turns of the event loop. The
+   * caller fixes what `lines` yields before calling (a copy of the records, made into
+   * lines as they are taken); lines appended from then on reach the new file after them.
+   */
+  async rewrite(lines: Iterable<string>): Promise<void> {
+    if (this.#during !== undefined) return
+    this.#during = []
+    const next = this.#generation + 1
+    const path = join(this.#dir, fileName(next))
+    let bytes = 0
+    const pieces = async function* () {
+      let batch: string[] = []
+      for (const line of lines) {
+        batch.push(line)
+        if (batch.length < LINES_PER_PIECE) continue
+        const piece = Buffer.from(batch.join(''))
+        batch = []
+        bytes += piece.length
+        yield piece
+        await yieldToLoop()
+      }
+      const piece = Buffer.from(batch.join(''))
+      bytes += piece.length
+      yield piece
+    }
+    try {
+      await replaceFileDurably(path, this.#dir, pieces(), 0o600)
+    } catch (err) {
+      this.#during = undefined
+      throw err
+    }
+    // The switch waits its turn behind the appends asked for so far, which go to the old
+    // file and are written again to the new one; later appends go to the new one only.
+    const during = Buffer.concat(this.#during)
+    this.#during = undefined
+    const switched = new Promise<void>((resolve, reject) => {
+      this.#queue(async () => {
+        try {
+          const old = this.#handle
+          const oldPath = this.#path()
+          this.#handle = await open(path, 'a', 0o600)
+          this.#generation = next
+          this.#size = bytes
+          this.#keptBytes = bytes
+          this.#appendedBytes = during.length
+          if (during.length > 0) this.#put(during)
+          await old?.close()
+          if (old !== undefined) await unlinkIfPresent(oldPath)
+          resolve()
+        } catch (err) {
+          reject(err)
+        }
+      })
+    })
+    await switched
+  }
+
+  /** Writes back what was appended and closes; the next start reads it. */
+  async close(): Promise<void> {
+    await this.#writing
+    const handle = this.#handle
+    this.#handle = undefined
+    if (handle === undefined) return
+    try {
+      await handle.datasync()
+    } finally {
+      await handle.close()
+    }
+  }
+
+  #path(): string {
+    return join(this.#dir, fileName(this.#generation))
+  }
+}
+
+function fileName(generation: number): string {
+  return `refusals.${generation}.jsonl`
+}
