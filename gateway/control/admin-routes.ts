@@ -42,7 +42,8 @@ export function registerAdminRoutes(parts: JsonRoutesParts): void {
   // Oldest first; how a token whose creation answer was lost is found again, and revoked.
   jsonRoute(parts, 'get', '/v1/admin/tokens', { access: 'admin' }, ({ query }) => {
     const limit = pageLimit(query, TOKENS_PAGE)
-    const page = pageAfter(registry.tokens(), (r) => r.token_id, query.get('cursor'), limit, tokenFilter(query))
+    // Timed: a revoked token's record is dropped past the bound, and a cursor naming it must still count.
+    const page = pageAfter(registry.tokens(), (r) => r.token_id, query.get('cursor'), limit, tokenFilter(query), (r) => Date.parse(r.created_at))
     return { status: 200, data: page.items.map(tokenView), nextCursor: page.nextCursor }
   })
 

@@ -7,11 +7,17 @@ export interface Page<T> {
 }
 
 /**
- * One page of the `items` that `keep` selects, after the item whose id is `cursor`. The
- * cursor is an id, not an offset, so a page stays right when records are added
+ * One page of the `items` that `keep` selects, after the item the cursor names. The
+ * cursor names an item, not an offset, so a page stays right when records are added
  * meanwhile. It is looked up among all the items, not only the selected ones, so it
  * still counts when its item stopped matching the filter in between (a token listed as
- * live and then revoked). A cursor naming no item is refused rather than read as the start.
+ * live and then revoked).
+ *
+ * With `timeOf` (a time that does not decrease along `items`), the cursor also carries
+ * its item's time, so it still counts once its item is gone (a revoked token dropped
+ * past the bound): the page starts at the first item of a later time. Items of that same
+ * millisecond are then listed again rather than risk skipping one. A cursor naming no
+ * item, and no time, is refused rather than read as the start.
  */
 export function pageAfter<T>(
   items: Iterable<T>,
@@ -19,14 +25,21 @@ export function pageAfter<T>(
   cursor: string | null,
   limit: number,
   keep: (item: T) => boolean = () => true,
+  timeOf?: (item: T) => number,
 ): Page<T> {
+  const named = cursor === null ? undefined : parseCursor(cursor, timeOf !== undefined)
   const page: T[] = []
-  let seeking = cursor !== null
+  let seeking = named !== undefined
   let more = false
   for (const item of items) {
-    if (seeking) {
-      seeking = idOf(item) !== cursor
-      continue
+    if (seeking && named !== undefined) {
+      if (idOf(item) === named.id) {
+        seeking = false
+        continue
+      }
+      if (named.time === undefined || (timeOf as (item: T) => number)(item) <= named.time) continue
+      // Past the cursor's time without meeting its item: the item is gone; start here.
+      seeking = false
     }
     if (!keep(item)) continue
     if (page.length === limit) {
@@ -35,7 +48,17 @@ export function pageAfter<T>(
     }
     page.push(item)
   }
-  if (seeking) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
+  if (seeking && named?.time === undefined) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
   const last = page[page.length - 1]
-  return { items: page, nextCursor: more && last !== undefined ? idOf(last) : null }
+  if (!more || last === undefined) return { items: page, nextCursor: null }
+  return { items: page, nextCursor: timeOf === undefined ? idOf(last) : `${idOf(last)}.${timeOf(last)}` }
+}
+
+/** `id` or, where items carry a time, `id.time` (a bare id, as cursors were before, still reads). */
+function parseCursor(cursor: string, timed: boolean): { id: string; time: number | undefined } {
+  const dot = cursor.lastIndexOf('.')
+  if (!timed || dot < 0) return { id: cursor, time: undefined }
+  const time = Number(cursor.slice(dot + 1))
+  if (!/^[0-9]{1,15}$/.test(cursor.slice(dot + 1)) || !Number.isSafeInteger(time)) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
+  return { id: cursor.slice(0, dot), time }
 }

@@ -34,7 +34,9 @@ export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => stri
     if (!manifest.ok) throw new ApiError('invalid_manifest', manifest.problem)
     const tooFast = rateCeilingProblem(manifest.value.max_rate, rateCeiling)
     if (tooFast !== undefined) throw new ApiError('invalid_manifest', tooFast)
-    const listing = checkListing(input.listing ?? { public_receipts: false })
+    // Absent, or an object without public_receipts: its default (false). null is no listing.
+    const given = input.listing === undefined ? {} : input.listing
+    const listing = checkListing(typeof given === 'object' && given !== null && !Array.isArray(given) ? { public_receipts: false, ...given } : given)
     if (!listing.ok) throw new ApiError('invalid_request', listing.problem)
     const source = await registry.createSource({ agent, manifest: manifest.value, listing: listing.value })
     return { status: 201, data: sourceView(source, baseUrl()) }

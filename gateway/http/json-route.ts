@@ -104,7 +104,7 @@ export function jsonRoute(
   const paramCount = (pattern.match(/:/g) ?? []).length
   const handle = (reply: Reply, req: HttpRequest, res: HttpResponse) => {
     parts.track(reply)
-    const params = Array.from({ length: paramCount }, (_, i) => req.getParameter(i) ?? '')
+    const params = Array.from({ length: paramCount }, (_, i) => pathParameter(req.getParameter(i) ?? ''))
     const query = new URLSearchParams(req.getQuery() ?? '')
     const principal = requestPrincipal(parts.registry, req)
     const framing = method === 'post' ? framingProblem(collectFramingHeaders(req), MAX_CONTROL_BODY_BYTES, { bodyRequired: false }) : undefined
@@ -190,4 +190,18 @@ export function jsonRoute(
   if (method === 'get') return getRoute(parts, pattern, handle)
   noteMethods(parts, pattern, 'POST')
   route(parts.app, method, pattern, parts.logger, handle)
+}
+
+/**
+ * A path segment as the id it names: percent-decoded, since clients encode ids with
+ * `encodeURIComponent` (`team:one` as `team%3Aone`). No id holds `%`, so a segment that
+ * does not decode names nothing and is left as it came (a 404 follows).
+ */
+function pathParameter(segment: string): string {
+  if (!segment.includes('%')) return segment
+  try {
+    return decodeURIComponent(segment)
+  } catch {
+    return segment
+  }
 }

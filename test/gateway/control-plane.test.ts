@@ -169,14 +169,14 @@ t.test('the admin lists tokens without their hashes, filters them, and pages thr
   t.same(first.body.data.map((r: any) => r.token_id), made.slice(0, 2).map((m) => m.token_id), 'oldest first')
   t.notOk(JSON.stringify(first.body).includes(made[0].token), 'no token in a listing')
   t.same(Object.keys(first.body.data[0]).sort(), ['created_at', 'revoked_at', 'role', 'subject', 'token_id'], 'and no hash')
-  t.equal(first.body.next_cursor, made[1].token_id)
+  t.equal(first.body.next_cursor, `${made[1].token_id}.${Date.parse(made[1].created_at)}`, 'the cursor names the last token listed and its time')
   const second = await call(gw.url, 'GET', `/v1/admin/tokens?subject=${subject}&limit=2&cursor=${first.body.next_cursor}`, { token: gw.adminToken })
   t.same(second.body.data.map((r: any) => r.token_id), [made[2].token_id])
   t.equal(second.body.next_cursor, null)
   t.equal((await call(gw.url, 'GET', `/v1/admin/tokens?subject=${subject}&role=creator`, { token: gw.adminToken })).body.data.length, 0, 'filtered by role')
   const one = await call(gw.url, 'GET', `/v1/admin/tokens/${made[1].token_id}`, { token: gw.adminToken })
   t.same(one.body.data, { token_id: made[1].token_id, role: 'renter', subject, created_at: made[1].created_at, revoked_at: null })
-  for (const query of ['role=admin', 'state=dead', 'limit=0', 'cursor=tok_forged']) {
+  for (const query of ['role=admin', 'state=dead', 'limit=0', 'cursor=tok_forged', 'cursor=tok_forged.12x']) {
     const bad = await call(gw.url, 'GET', `/v1/admin/tokens?${query}`, { token: gw.adminToken })
     t.equal(bad.status, 400, query)
     t.equal(bad.body.error.code, 'invalid_request', query)
@@ -253,6 +253,40 @@ t.test('a source registration returns the source id and the ingest endpoint', as
   t.equal(res.body.data.ingest_endpoint, `http://localhost:${gw.port}/v1/byo/sources/${src.sourceId}/signals`)
   t.same(res.body.data.manifest, MANIFEST)
   t.equal(res.body.data.flagged_for_review, false)
+})
+
+t.test('a listing left out or without public_receipts takes its default; a null listing is refused', async (t) => {
+  const src = await provision(gw, { slots: 4 })
+  const create = (listing: unknown) =>
+    call(gw.url, 'POST', '/v1/byo/sources', { token: src.creatorToken, body: listing === undefined ? { agent_id: src.agentId, manifest: MANIFEST } : { agent_id: src.agentId, manifest: MANIFEST, listing } })
+  for (const [listing, expected] of [[undefined, false], [{}, false], [{ public_receipts: true }, true]] as const) {
+    const res = await create(listing)
+    t.equal(res.status, 201, JSON.stringify(listing))
+    t.equal(res.body.data.listing.public_receipts, expected, JSON.stringify(listing))
+  }
+  for (const listing of [null, [], { public_receipts: 'yes' }, { other: 1 }]) {
+    const res = await create(listing)
+    t.equal(res.status, 400, JSON.stringify(listing))
+    t.equal(res.body.error.code, 'invalid_request', JSON.stringify(listing))
+  }
+})
+
+t.test('an id a path cannot carry (. or ..) is refused; an id with a colon is reached percent-encoded too', async (t) => {
+  const creatorId = `colon-${Date.now()}`
+  for (const agentId of ['.', '..']) {
+    const res = await call(gw.url, 'POST', '/v1/admin/agents', { token: gw.adminToken, body: { agent_id: agentId, creator_id: creatorId, slots: 1 } })
+    t.equal(res.status, 400, agentId)
+    t.equal(res.body.error.code, 'invalid_request', agentId)
+  }
+  t.equal((await call(gw.url, 'POST', '/v1/admin/agents', { token: gw.adminToken, body: { agent_id: '...', creator_id: creatorId, slots: 1 } })).status, 201, 'three dots are no path segment of their own')
+  const agentId = `team:${creatorId}`
+  t.equal((await call(gw.url, 'POST', '/v1/admin/agents', { token: gw.adminToken, body: { agent_id: agentId, creator_id: creatorId, slots: 1 } })).status, 201)
+  const plain = await call(gw.url, 'GET', `/v1/byo/agents/${agentId}`, { token: gw.adminToken })
+  const encoded = await call(gw.url, 'GET', `/v1/byo/agents/${encodeURIComponent(agentId)}`, { token: gw.adminToken })
+  t.equal(plain.status, 200)
+  t.equal(encoded.status, 200, 'encodeURIComponent')
+  t.equal(encoded.body.data.agent_id, agentId)
+  t.equal((await call(gw.url, 'GET', '/v1/byo/agents/team%3', { token: gw.adminToken })).status, 404, 'a segment that does not decode names nothing')
 })
 
 t.test('a bad manifest is refused with 400 invalid_manifest naming the field', async (t) => {
