@@ -15,8 +15,8 @@ export interface Page<T> {
  *
  * With `timeOf` (a time that does not decrease along `items`), the cursor also carries
  * its item's time, so it still counts once its item is gone (a revoked token dropped
- * past the bound): the page starts at the first item of a later time. Items of that same
- * millisecond are then listed again rather than risk skipping one. A cursor naming no
+ * past the bound): the page starts at the first item of that millisecond, so items of it
+ * listed before come again rather than one after it being skipped. A cursor naming no
  * item, and no time, is refused rather than read as the start.
  */
 export function pageAfter<T>(
@@ -28,19 +28,23 @@ export function pageAfter<T>(
   timeOf?: (item: T) => number,
 ): Page<T> {
   const named = cursor === null ? undefined : parseCursor(cursor, timeOf !== undefined)
-  const page: T[] = []
-  let seeking = named !== undefined
-  let more = false
-  for (const item of items) {
-    if (seeking && named !== undefined) {
-      if (idOf(item) === named.id) {
-        seeking = false
-        continue
-      }
-      if (named.time === undefined || (timeOf as (item: T) => number)(item) <= named.time) continue
-      // Past the cursor's time without meeting its item: the item is gone; start here.
-      seeking = false
+  const list = Array.isArray(items) ? (items as T[]) : [...items]
+  let start = 0
+  if (named !== undefined) {
+    const at = list.findIndex((item) => idOf(item) === named.id)
+    if (at >= 0) start = at + 1
+    else if (named.time === undefined) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
+    else {
+      // The item is gone: start at its millisecond, so none after it is skipped.
+      const time = named.time
+      start = list.findIndex((item) => (timeOf as (item: T) => number)(item) >= time)
+      if (start < 0) start = list.length
     }
+  }
+  const page: T[] = []
+  let more = false
+  for (let i = start; i < list.length; i++) {
+    const item = list[i] as T
     if (!keep(item)) continue
     if (page.length === limit) {
       more = true
@@ -48,7 +52,6 @@ export function pageAfter<T>(
     }
     page.push(item)
   }
-  if (seeking && named?.time === undefined) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
   const last = page[page.length - 1]
   if (!more || last === undefined) return { items: page, nextCursor: null }
   return { items: page, nextCursor: timeOf === undefined ? idOf(last) : `${idOf(last)}.${timeOf(last)}` }

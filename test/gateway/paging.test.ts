@@ -31,12 +31,14 @@ t.test('a cursor names an item and carries its time; paging reaches every item o
   t.equal(pageAfter(items, idOf, null, 2, undefined, timeOf).nextCursor, 'b.20')
 })
 
-t.test('a cursor whose item is gone resumes at the first item of a later time, listing that millisecond again rather than skipping', async (t) => {
+t.test('a cursor whose item is gone resumes at its millisecond: an item of it may come again, none is skipped', async (t) => {
   const without = (id: string) => items.filter((i) => i.id !== id)
-  t.same(ids(pageAfter(without('b'), idOf, 'b.20', 10, undefined, timeOf).items), ['d', 'e'], 'b gone: c, of the same ms, is at or before it; d is the first later one')
+  t.same(ids(pageAfter(without('b'), idOf, 'b.20', 10, undefined, timeOf).items), ['c', 'd', 'e'], 'b gone: c, of its millisecond and after it, is listed')
+  t.same(ids(pageAfter(without('c'), idOf, 'c.20', 10, undefined, timeOf).items), ['b', 'd', 'e'], 'c gone: b, listed before, comes again')
   t.same(ids(pageAfter(without('d'), idOf, 'd.30', 10, undefined, timeOf).items), ['e'])
   t.same(ids(pageAfter(without('e'), idOf, 'e.40', 10, undefined, timeOf).items), [], 'nothing after the last')
   t.same(ids(pageAfter(items, idOf, 'b.20', 10, undefined, timeOf).items), ['c', 'd', 'e'], 'with the item present, the page follows it exactly')
+  t.same(ids(pageAfter(items, idOf, 'c.20', 10, undefined, timeOf).items), ['d', 'e'], 'and an earlier item of its millisecond does not come again')
 })
 
 t.test('a cursor that names nothing is refused, as is a malformed time', async (t) => {
