@@ -32,9 +32,10 @@ export class RefusalFile {
   readonly #onWriteError: (err: unknown) => void
   #generation: number
   #handle: FileHandle | undefined
-  /** Bytes of the last rewrite: what memory held then. */
-  #keptBytes = 0
+  /** Bytes appended since the last rewrite. */
   #appendedBytes = 0
+  /** Appended bytes at which the next rewrite is due: what the last one wrote (memory's share), at least 8 MB. */
+  #dueAt = MIN_COMPACT_BYTES
   /** Bytes in the current file: where the next line goes. */
   #size = 0
   #writing: Promise<void> = Promise.resolve()
@@ -61,13 +62,14 @@ export class RefusalFile {
     })
     const newest = generations.length === 0 ? 0 : Math.max(...generations)
     for (const g of generations) if (g !== newest) await unlinkIfPresent(join(dir, fileName(g)))
-    for (const n of names) if (n.endsWith('.tmp')) await unlinkIfPresent(join(dir, n))
+    // Diagnostics: a leftover that cannot be removed must not keep the gateway from starting.
+    for (const n of names) if (n.endsWith('.tmp')) await unlinkIfPresent(join(dir, n)).catch(onWriteError)
     const file = new RefusalFile(dir, newest, onWriteError)
     if (newest > 0) {
       file.#handle = await open(file.#path(), 'a', 0o600)
       file.#size = (await file.#handle.stat()).size
       // Unknown how much of it memory will keep: the first rewrite comes after as much again.
-      file.#keptBytes = file.#size
+      file.#dueAt = Math.max(MIN_COMPACT_BYTES, file.#size)
     }
     return file
   }
@@ -86,16 +88,17 @@ export class RefusalFile {
 
   /** Whether enough was appended since the last rewrite that the next one is due. */
   get rewriteDue(): boolean {
-    return this.#during === undefined && this.#appendedBytes >= Math.max(MIN_COMPACT_BYTES, this.#keptBytes)
+    return this.#during === undefined && this.#appendedBytes >= this.#dueAt
   }
 
   /** Appends whole lines; a failure is reported, never thrown: the answer has gone out already. */
   append(lines: Buffer): void {
     this.#during?.push(lines)
     this.#appendedBytes += lines.length
+    // Named now, not when the file opens: a rewrite asked for meanwhile takes the next number.
+    if (this.#generation === 0) this.#generation = 1
     this.#queue(async () => {
       if (this.#handle === undefined) {
-        this.#generation = Math.max(this.#generation, 1)
         this.#handle = await open(this.#path(), 'a', 0o600)
         this.#size = 0
         await syncDir(this.#dir)
@@ -145,6 +148,8 @@ export class RefusalFile {
       await replaceFileDurably(path, this.#dir, pieces(), 0o600)
     } catch (err) {
       this.#during = undefined
+      // Not again at once (a full disk would fail each time): after as much again is appended.
+      this.#dueAt = 2 * this.#appendedBytes
       throw err
     }
     // The switch waits its turn behind the appends asked for so far, which go to the old
@@ -159,7 +164,7 @@ export class RefusalFile {
           this.#handle = await open(path, 'a', 0o600)
           this.#generation = next
           this.#size = bytes
-          this.#keptBytes = bytes
+          this.#dueAt = Math.max(MIN_COMPACT_BYTES, bytes)
           this.#appendedBytes = during.length
           if (during.length > 0) this.#put(during)
           await old?.close()

@@ -1,4 +1,4 @@
-import { mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test as Tap } from 'tap'
@@ -124,6 +124,28 @@ t.test('refusals made while the file is rewritten are kept once each', async (t)
   t.equal(new Set(all).size, 60_000, 'none twice')
   const lines = (await readFile(await historyFile(dir), 'utf8')).split('\n').filter(Boolean).length
   t.equal(lines, 60_000, 'the file holds each record once')
+  await reopened.close()
+})
+
+t.test('a rewrite that fails is reported, tried again only after as much again is appended, and loses nothing', async (t) => {
+  const dir = await folder(t)
+  const failures: unknown[] = []
+  const errors = await IngestErrorLog.open(dir, { perSource: 100_000, maxUnverified: 1_000_000, onWriteError: (err) => failures.push(err) })
+  await errors.load(0)
+  // The first rewrite writes generation 2 (the appends open generation 1): a folder in
+  // place of its temporary makes the write fail, like a full disk.
+  await mkdir(join(dir, 'refusals.2.jsonl.tmp'))
+  let i = 0
+  while (i < 60_000) {
+    for (let j = 0; j < 500; j++, i++) errors.record('src', refusal(i))
+    await settle()
+  }
+  await errors.close()
+  t.equal(failures.length, 1, 'reported once, not at every batch after')
+  t.match(String(failures[0]), /EISDIR/)
+  await rm(join(dir, 'refusals.2.jsonl.tmp'), { recursive: true })
+  const reopened = await openErrors(t, dir, { perSource: 100_000, maxUnverified: 1_000_000 })
+  t.equal(listAll(reopened, 'src', 10_000).length, 60_000, 'every refusal is still on disk')
   await reopened.close()
 })
 
