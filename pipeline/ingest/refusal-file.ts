@@ -39,7 +39,9 @@ export class RefusalFile {
   /** Bytes in the current file: where the next line goes. */
   #size = 0
   #writing: Promise<void> = Promise.resolve()
-  /** Set while a rewrite runs: the lines appended meanwhile, for the new file. */
+  /** From the start of a rewrite until appends go to its file. */
+  #rewriting = false
+  /** Set while a rewrite writes its file: the lines appended meanwhile, for the new file. */
   #during: Buffer[] | undefined
 
   private constructor(dir: string, generation: number, onWriteError: (err: unknown) => void) {
@@ -88,7 +90,7 @@ export class RefusalFile {
 
   /** Whether enough was appended since the last rewrite that the next one is due. */
   get rewriteDue(): boolean {
-    return this.#during === undefined && this.#appendedBytes >= this.#dueAt
+    return !this.#rewriting && this.#appendedBytes >= this.#dueAt
   }
 
   /** Appends whole lines; a failure is reported, never thrown: the answer has gone out already. */
@@ -124,7 +126,16 @@ export class RefusalFile {
    * lines as they are taken); lines appended from then on reach the new file after them.
    */
   async rewrite(lines: Iterable<string>): Promise<void> {
-    if (this.#during !== undefined) return
+    if (this.#rewriting) return
+    this.#rewriting = true
+    try {
+      await this.#rewrite(lines)
+    } finally {
+      this.#rewriting = false
+    }
+  }
+
+  async #rewrite(lines: Iterable<string>): Promise<void> {
     this.#during = []
     const next = this.#generation + 1
     const path = join(this.#dir, fileName(next))
@@ -156,7 +167,8 @@ export class RefusalFile {
     // file and are written again to the new one; later appends go to the new one only.
     const during = Buffer.concat(this.#during)
     this.#during = undefined
-    const switched = new Promise<void>((resolve, reject) => {
+    const appendedBefore = this.#appendedBytes
+    await new Promise<void>((resolve, reject) => {
       this.#queue(async () => {
         try {
           const old = this.#handle
@@ -165,7 +177,8 @@ export class RefusalFile {
           this.#generation = next
           this.#size = bytes
           this.#dueAt = Math.max(MIN_COMPACT_BYTES, bytes)
-          this.#appendedBytes = during.length
+          // Past the rewritten part: the lines written again, and those asked for since.
+          this.#appendedBytes = during.length + this.#appendedBytes - appendedBefore
           if (during.length > 0) this.#put(during)
           await old?.close()
           if (old !== undefined) await unlinkIfPresent(oldPath)
@@ -175,7 +188,6 @@ export class RefusalFile {
         }
       })
     })
-    await switched
   }
 
   /** Writes back what was appended and closes; the next start reads it. */
