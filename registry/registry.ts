@@ -87,6 +87,8 @@ export class Registry {
   #tokens = new Map<string, TokenRecord>()
   /** The tokens that authenticate, by the SHA-256 of the token. */
   #liveTokens = new Map<string, TokenRecord>()
+  /** created_at of the newest token: a new one is never older. */
+  #lastTokenCreatedAt = ''
   /** Revoked token ids, oldest revocation first. */
   #revokedTokens = new Set<string>()
   #agents = new Map<string, AgentRecord>()
@@ -119,6 +121,7 @@ export class Registry {
     // Records written before tokens could be revoked have no revoked_at.
     for (const t of snapshot.tokens) t.revoked_at ??= null
     this.#tokens = new Map(snapshot.tokens.map((t) => [t.token_id, t]))
+    for (const t of snapshot.tokens) if (t.created_at > this.#lastTokenCreatedAt) this.#lastTokenCreatedAt = t.created_at
     this.#liveTokens = new Map(snapshot.tokens.filter((t) => t.revoked_at === null).map((t) => [t.sha256, t]))
     const revoked = snapshot.tokens.filter((t) => t.revoked_at !== null).sort((a, b) => ((a.revoked_at as string) < (b.revoked_at as string) ? -1 : 1))
     this.#revokedTokens = new Set(revoked.map((t) => t.token_id))
@@ -203,7 +206,12 @@ export class Registry {
     return this.#mutate(() => {
       if (this.#liveTokens.size >= REGISTRY_LIMITS.tokens) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.tokens} tokens: revoke one first`)
       const token = `sgw_${randomBytes(32).toString('base64url')}`
-      const record: TokenRecord = { token_id: newId('tok'), sha256: sha256Hex(token), role, subject, created_at: this.#iso(), revoked_at: null }
+      // Never before the last token's, even if the clock steps back: token lists page by
+      // this time once a cursor's token is dropped (gateway/control/paging.ts).
+      const now = this.#iso()
+      const createdAt = now < this.#lastTokenCreatedAt ? this.#lastTokenCreatedAt : now
+      this.#lastTokenCreatedAt = createdAt
+      const record: TokenRecord = { token_id: newId('tok'), sha256: sha256Hex(token), role, subject, created_at: createdAt, revoked_at: null }
       this.#put(this.#tokens, record.token_id, record)
       this.#put(this.#liveTokens, record.sha256, record)
       this.#change().tokens.push(record)

@@ -118,10 +118,19 @@ export class IngestErrorLog {
       }
       if (isStoredRecord(stored)) take(stored)
     }
-    if (legacy.length > 0) {
-      // The history is in the new file now: the old segments can go.
-      await this.#rewrite()
-      for (const name of legacy) await unlinkIfPresent(join(this.#dir, name))
+    if (legacy.length > 0 || this.#file.hasOlder) {
+      // What was read from old segments or older generations goes into a new file; only
+      // once it is there are they removed (segments newest first: a crash in between leaves
+      // the oldest, which read as the start of the history, as they are).
+      try {
+        await this.#file.rewrite(this.#keptLines())
+        await this.#file.dropOlder()
+        legacy.sort((a, b) => (parseSegmentFileName(b) as number) - (parseSegmentFileName(a) as number))
+        for (const name of legacy) await unlinkIfPresent(join(this.#dir, name))
+      } catch (err) {
+        // Kept for the next start to read again; diagnostics must not stop this one.
+        this.#onWriteError(err)
+      }
     }
     return nonces
   }
@@ -171,22 +180,25 @@ export class IngestErrorLog {
       lines.push(storedLine(sourceId, record, claimedNonce, n))
     }
     this.#file.append(Buffer.from(lines.join('')))
-    if (this.#file.rewriteDue) void this.#rewrite()
+    if (this.#file.rewriteDue) this.#rewrite()
   }
 
-  /** Rewrites the file as what the rings hold now. */
-  #rewrite(): Promise<void> {
-    // Copied before the first await: the rings change while the lines are written.
+  /** Rewrites the file as what the rings hold now, in the background. */
+  #rewrite(): void {
+    this.#rewriting = this.#file.rewrite(this.#keptLines()).catch(this.#onWriteError)
+  }
+
+  /** What the rings hold now, as lines made when taken. */
+  #keptLines(): Iterable<string> {
+    // Copied now: the rings change while the lines are written.
     const kept: Array<[string, Entry]> = []
     for (const [sourceId, rings] of this.#bySource) {
       for (const e of rings.verified) kept.push([sourceId, e])
       for (const e of rings.unverified) kept.push([sourceId, e])
     }
-    const lines = function* () {
+    return (function* () {
       for (const [sourceId, e] of kept) yield storedLine(sourceId, e.record, e.nonce, e.seq)
-    }
-    this.#rewriting = this.#file.rewrite(lines()).catch(this.#onWriteError)
-    return this.#rewriting
+    })()
   }
 
   /** Writes back what was appended: the next start reads it. */

@@ -39,6 +39,8 @@ export class RefusalFile {
   /** Bytes in the current file: where the next line goes. */
   #size = 0
   #writing: Promise<void> = Promise.resolve()
+  /** Generations older than the newest found at open, newest first. */
+  #older: number[] = []
   /** From the start of a rewrite until appends go to its file. */
   #rewriting = false
   /** Set while a rewrite writes its file: the lines appended meanwhile, for the new file. */
@@ -51,41 +53,63 @@ export class RefusalFile {
   }
 
   /**
-   * Opens the newest generation in `dir` and removes older ones and temporaries (left by
-   * a crash during a rewrite). Segment files of the signal-log format that earlier
-   * versions kept here are left for `legacySegments`.
+   * Opens the newest generation in `dir` for appending. Older generations are left for
+   * `lines` and `dropOlder`: a crash (or a failed switch) during a rewrite leaves the new
+   * file in place while the lines appended meanwhile are only in the old one.
    */
   static async open(dir: string, onWriteError: (err: unknown) => void): Promise<RefusalFile> {
     await mkdir(dir, { recursive: true })
     const names = await readdir(dir)
-    const generations = names.flatMap((n) => {
-      const m = NAME.exec(n)
-      return m === null ? [] : [Number(m[1])]
-    })
-    const newest = generations.length === 0 ? 0 : Math.max(...generations)
-    for (const g of generations) if (g !== newest) await unlinkIfPresent(join(dir, fileName(g)))
+    const generations = names
+      .flatMap((n) => {
+        const m = NAME.exec(n)
+        return m === null ? [] : [Number(m[1])]
+      })
+      .sort((a, b) => b - a)
     // Diagnostics: a leftover that cannot be removed must not keep the gateway from starting.
     for (const n of names) if (n.endsWith('.tmp')) await unlinkIfPresent(join(dir, n)).catch(onWriteError)
-    const file = new RefusalFile(dir, newest, onWriteError)
-    if (newest > 0) {
-      file.#handle = await open(file.#path(), 'a', 0o600)
-      file.#size = (await file.#handle.stat()).size
+    const file = new RefusalFile(dir, generations[0] ?? 0, onWriteError)
+    file.#older = generations.slice(1)
+    if (file.#generation > 0) {
+      const handle = await open(file.#path(), 'a+', 0o600)
+      file.#handle = handle
+      file.#size = (await handle.stat()).size
+      // A crash can leave a torn last line: the next line starts on a line of its own, or
+      // the two would read as one bad line and the new one would be lost.
+      const last = Buffer.alloc(1)
+      if (file.#size > 0 && (await handle.read(last, 0, 1, file.#size - 1)).bytesRead === 1 && last[0] !== 10) file.#put(Buffer.from('\n'))
       // Unknown how much of it memory will keep: the first rewrite comes after as much again.
       file.#dueAt = Math.max(MIN_COMPACT_BYTES, file.#size)
     }
     return file
   }
 
-  /** The lines of the newest generation, in file order; a torn last line is left out. */
+  /**
+   * The lines of the newest generation in file order, then those of any older one, newest
+   * first; a torn line is left out. The reader keeps a line of an older generation only if
+   * it is newer than what it already holds: the lines appended while a rewrite ran.
+   */
   async *lines(): AsyncGenerator<string> {
-    if (this.#generation === 0) return
-    let rest = ''
-    for await (const chunk of createReadStream(this.#path(), { encoding: 'utf8', highWaterMark: 256 * 1024 })) {
-      const text = rest + (chunk as string)
-      const parts = text.split('\n')
-      rest = parts.pop() as string
-      for (const line of parts) if (line.length > 0) yield line
+    for (const generation of [this.#generation, ...this.#older]) {
+      if (generation === 0) continue
+      let rest = ''
+      for await (const chunk of createReadStream(join(this.#dir, fileName(generation)), { encoding: 'utf8', highWaterMark: 256 * 1024 })) {
+        const text = rest + (chunk as string)
+        const parts = text.split('\n')
+        rest = parts.pop() as string
+        for (const line of parts) if (line.length > 0) yield line
+      }
     }
+  }
+
+  /** Whether older generations were found at open: once what was read is rewritten, `dropOlder` removes them. */
+  get hasOlder(): boolean {
+    return this.#older.length > 0
+  }
+
+  async dropOlder(): Promise<void> {
+    for (const generation of this.#older) await unlinkIfPresent(join(this.#dir, fileName(generation)))
+    this.#older = []
   }
 
   /** Whether enough was appended since the last rewrite that the next one is due. */

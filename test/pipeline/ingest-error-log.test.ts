@@ -1,4 +1,4 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test as Tap } from 'tap'
@@ -166,6 +166,39 @@ t.test('a rewrite that fails is reported, tried again only after as much again i
   await reopened.close()
 })
 
+t.test('a crash after a rewrite put its file in place but before appends moved to it loses none of the lines appended meanwhile', async (t) => {
+  const dir = await folder(t)
+  const errors = await openErrors(t, dir)
+  for (let i = 0; i < 100; i++) errors.record(`s${i % 2}`, refusal(i))
+  await errors.close()
+  // As a crash leaves it: generation 2 holds what memory held when the rewrite began
+  // (the first 60), generation 1 also the 40 appended while it was written.
+  const lines = (await readFile(join(dir, 'refusals.1.jsonl'), 'utf8')).split('\n').filter(Boolean)
+  await writeFile(join(dir, 'refusals.2.jsonl'), `${lines.slice(0, 60).join('\n')}\n`)
+  const reopened = await openErrors(t, dir)
+  t.equal(listAll(reopened, 's0').length + listAll(reopened, 's1').length, 100, 'all 100, each once')
+  t.same(listAll(reopened, 's1').slice(0, 2), ['req-99', 'req-97'])
+  t.same((await readdir(dir)).filter((n) => n.endsWith('.jsonl')), ['refusals.3.jsonl'], 'rewritten as one file; the older ones removed after')
+  await reopened.close()
+  const again = await openErrors(t, dir)
+  t.equal(listAll(again, 's0').length + listAll(again, 's1').length, 100, 'and so after the next start')
+  await again.close()
+})
+
+t.test('a refusal recorded after a crash tore the last line is not lost with it', async (t) => {
+  const dir = await folder(t)
+  const errors = await openErrors(t, dir)
+  for (let i = 0; i < 3; i++) errors.record('src', refusal(i))
+  await errors.close()
+  await appendFile(join(dir, 'refusals.1.jsonl'), '{"request_id":"req-torn","ti')
+  const reopened = await openErrors(t, dir)
+  reopened.record('src', refusal(10))
+  await reopened.close()
+  const again = await openErrors(t, dir)
+  t.same(listAll(again, 'src'), ['req-10', 'req-2', 'req-1', 'req-0'])
+  await again.close()
+})
+
 t.test('a torn or damaged line is skipped; the rest is read', async (t) => {
   const dir = await folder(t)
   const errors = await openErrors(t, dir)
@@ -198,6 +231,30 @@ t.test('a history kept by an earlier version as signal-log segments is read once
   await errors.close()
   const again = await openErrors(t, dir)
   t.same(listAll(again, 'src'), listed, 'and the history is in the new file')
+  await again.close()
+})
+
+t.test('old segments stay until their history is in the new file: a failed move keeps them for the next start', async (t) => {
+  const dir = await folder(t)
+  const legacy = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0 })
+  for (let i = 0; i < 5; i++) {
+    const { request_id, time, status, code, key_id, signal_id } = refusal(i)
+    await legacy.append('', Buffer.from(JSON.stringify({ request_id, time, status, code, key_id, signal_id, source_id: 'src', n: i + 1 })))
+  }
+  await legacy.close()
+  // A folder in place of the new file's temporary: the move fails like a full disk.
+  await mkdir(join(dir, 'refusals.1.jsonl.tmp'))
+  const failures: unknown[] = []
+  const errors = await IngestErrorLog.open(dir, { perSource: 1000, maxUnverified: 100_000, onWriteError: (err) => failures.push(err) })
+  await errors.load(0)
+  t.ok(failures.length > 0, 'the failure is reported')
+  t.equal(listAll(errors, 'src').length, 5, 'the history is served from memory meanwhile')
+  t.ok((await readdir(dir)).some((n) => n.endsWith('.seg')), 'the segments are kept')
+  await errors.close()
+  await rm(join(dir, 'refusals.1.jsonl.tmp'), { recursive: true })
+  const again = await openErrors(t, dir)
+  t.same(listAll(again, 'src'), ['req-4', 'req-3', 'req-2', 'req-1', 'req-0'], 'and read at the next start')
+  t.same((await readdir(dir)).filter((n) => n.endsWith('.seg')), [], 'then moved')
   await again.close()
 })
 

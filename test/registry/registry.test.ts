@@ -287,3 +287,18 @@ t.test('a source keeps the fingerprints of its newest dropped revoked keys, up t
   t.equal(store.saved?.retired_keys?.length, bound + 2, 'the store only appends; the bound is applied on load')
   void registry
 })
+
+t.test('a token is never created before the newest one, even when the clock steps back, also after a restart', async (t) => {
+  const store = new MemoryStore()
+  let now = Date.parse('2026-01-01T00:00:05Z')
+  const registry = await Registry.open(store, 'admin-secret', () => now)
+  const a = await registry.createToken('creator', 'c1')
+  now -= 1000
+  const b = await registry.createToken('creator', 'c1')
+  t.equal(b.record.created_at, a.record.created_at, 'held at the newest time')
+  const reopened = await Registry.open(store, 'admin-secret', () => now)
+  const c = await reopened.createToken('creator', 'c1')
+  t.equal(c.record.created_at, a.record.created_at, 'after a restart too')
+  now += 5000
+  t.ok((await reopened.createToken('creator', 'c1')).record.created_at > a.record.created_at, 'and moves on with the clock')
+})
