@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { openJournal } from '../../pipeline/index.js'
 import { decodeSignalRecord } from '../../pipeline/index.js'
+import { readStateSnapshot } from '../../pipeline/ingest/state-snapshot.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startGateway } from '../helpers/gateway-process.js'
 
@@ -102,7 +103,7 @@ t.test('the nonce of a refused but verified request is still refused after kill 
 
 t.test('after SIGTERM the next start takes over the saved state: retries are deduplicated, a refused request keeps its nonce spent, and after a later kill -9 the same state is taken over again', async (t) => {
   // Saves while running are tested below; here only the one at the stop.
-  const env = { INGEST_STATE_SAVE_S: '0' }
+  const env = { INGEST_STATE_SAVE_S: '0', DEDUP_WINDOW_S: '1500' }
   const first = await startGateway(t, { env })
   const src = await provision(first)
   const signal = payload(src.sourceId)
@@ -114,6 +115,11 @@ t.test('after SIGTERM the next start takes over the saved state: retries are ded
   t.equal((await first.exited()).code, 0)
   t.ok(first.output.some((l) => l.includes('"ingest state saved for the next start"')), 'the state was saved on the way out')
   t.ok((await stat(join(first.dataDir, 'ingest-state.bin'))).size > 0)
+  // The windows the service gave its stores, as the state records them: nonces for 10
+  // minutes (spec 5.2), signal ids and Idempotency-Keys for DEDUP_WINDOW_S.
+  const saved = await readStateSnapshot(join(first.dataDir, 'ingest-state.bin'))
+  t.equal(saved?.nonceWindowMs, 600_000, 'nonces are kept 10 minutes')
+  t.equal(saved?.dedupWindowMs, 1_500_000, 'dedup entries are kept DEDUP_WINDOW_S')
   // Without the diagnostics log, only the saved state knows the refused request's nonce.
   await rm(join(first.dataDir, 'ingest-errors'), { recursive: true })
 

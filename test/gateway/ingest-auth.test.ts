@@ -223,6 +223,19 @@ t.test('check precedence: a body source_id mismatch is reported before every aut
   expectError(await push(gw, { ...signed, headers: unsigned }), 400, 'invalid_source_id', 'before a missing auth header')
 })
 
+t.test('check precedence: an X-Svc-Source-Id mismatch is reported before every auth check', async () => {
+  const withHeader = (signed: ReturnType<typeof src.sign>) => ({ ...signed, headers: { ...signed.headers, 'x-svc-source-id': 'src_other' } })
+  const stale = new Date(Date.now() - 400_000).toISOString()
+  expectError(await push(gw, withHeader(src.sign(payload(src.sourceId), { keyId: 'key_unknownunknown1234' }))), 400, 'invalid_source_id', 'before an unknown key')
+  expectError(await push(gw, withHeader(src.sign(payload(src.sourceId), { timestamp: stale }))), 400, 'invalid_source_id', 'before a stale timestamp')
+  expectError(await push(gw, withHeader(src.sign(payload(src.sourceId), { key: generateCreatorKey() }))), 400, 'invalid_source_id', 'before a bad signature')
+})
+
+t.test('check precedence: a timestamp over 300 s ahead is refused at the edge, before the signature is checked', async () => {
+  const ahead = new Date(Date.now() + 400_000).toISOString()
+  expectError(await push(gw, src.sign(payload(src.sourceId), { timestamp: ahead, key: generateCreatorKey() })), 401, 'stale_timestamp')
+})
+
 t.test('check precedence: a malformed Idempotency-Key is reported after the signature and the nonce', async (t) => {
   expectError(await push(gw, src.sign(payload(src.sourceId), { idempotencyKey: 'bad key!', key: generateCreatorKey() })), 401, 'invalid_signature')
   const nonce = `prec-idem-${Date.now()}`

@@ -94,6 +94,11 @@ t.test('concurrent duplicates of one new signal produce one accept and deduplica
 t.test('the same signal_id in two different sources is two signals', async (t) => {
   const other = await provision(gw)
   const id = `shared_${Date.now()}`
-  t.equal((await push(gw, src.sign(payload(src.sourceId, { signal_id: id })))).body.deduplicated, undefined)
-  t.equal((await push(gw, other.sign(payload(other.sourceId, { signal_id: id })))).body.deduplicated, undefined)
+  for (const [who, res] of [
+    ['first source', await push(gw, src.sign(payload(src.sourceId, { signal_id: id })))],
+    ['second source', await push(gw, other.sign(payload(other.sourceId, { signal_id: id })))],
+  ] as const) {
+    t.equal(res.status, 202, who)
+    t.equal(res.body.deduplicated, undefined, `${who}: a new signal, not a retry`)
+  }
 })

@@ -116,6 +116,9 @@ t.test('a revoked key gets 401 revoked_key at once, and revocation is forward-on
   const after = await push(gw, src.sign(payload(src.sourceId)))
   t.equal(after.status, 401)
   t.equal(after.body.error.code, 'revoked_key')
+  // Refused at the edge, before any crypto: a signature that would not verify changes nothing.
+  const forged = await push(gw, src.sign(payload(src.sourceId), { key: generateCreatorKey() }))
+  t.equal(forged.body.error.code, 'revoked_key', 'a revoked key id is refused before its signature is checked')
   const promote = await keyCall(src, src.keyId, 'promote')
   t.equal(promote.status, 409, 'a revoked key cannot come back')
   t.equal(promote.body.error.code, 'invalid_key_state')

@@ -115,6 +115,20 @@ t.test('rate: a bucket of burst 3 at 1 per second admits 3, refuses the 4th with
   t.equal(rates.take('s', rate, 1000).ok, true)
 })
 
+t.test('rate: the bucket refills at exactly max_rate, and its burst defaults to the rate', async (t) => {
+  const rates = new RateLimiter({ flagAfterMinutes: 3 })
+  const rate = { rate: 10, per: 'second' as const }
+  const admitted = (now: number) => {
+    let n = 0
+    while (rates.take('s', rate, now).ok) n++
+    return n
+  }
+  t.equal(admitted(0), 10, 'a full bucket holds max_rate when no burst is given')
+  t.equal(admitted(1000), 10, 'one second later, max_rate more: not twice that')
+  t.equal(admitted(1500), 5, 'half a second, half of it')
+  t.equal(admitted(61_500), 10, 'a long pause refills to the burst, no further')
+})
+
 t.test('rate: Retry-After is the time until one token is back, per minute and per hour', async (t) => {
   const rates = new RateLimiter({ flagAfterMinutes: 3 })
   rates.take('m', { rate: 2, per: 'minute' }, 0)

@@ -10,6 +10,7 @@ t.test('the skew allowance is 300 seconds either way, inclusive, to the millisec
   t.equal(isWithinSkew(now, now + 300_001), false)
 })
 
-t.test('nonces are remembered for 10 minutes (the window the service gives the nonce store)', async (t) => {
+// What the service gives its stores is read back from the saved state in test/gateway/durability.test.ts.
+t.test('the nonce window is 10 minutes', async (t) => {
   t.equal(NONCE_WINDOW_MS, 600_000)
 })
