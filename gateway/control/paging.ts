@@ -2,7 +2,7 @@ import { ApiError } from '../../schemas/api-error.js'
 
 export interface Page<T> {
   readonly items: T[]
-  /** The id of the page's last item when more follow, else null. */
+  /** Names the page's last item (its id, and its time where items carry one) when more follow, else null. */
   readonly nextCursor: string | null
 }
 
@@ -33,7 +33,7 @@ export function pageAfter<T>(
   if (named !== undefined) {
     const at = list.findIndex((item) => idOf(item) === named.id)
     if (at >= 0) start = at + 1
-    else if (named.time === undefined) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
+    else if (named.time === undefined) throw badCursor()
     else {
       // The item is gone: start at its millisecond, so none after it is skipped.
       const time = named.time
@@ -62,6 +62,8 @@ function parseCursor(cursor: string, timed: boolean): { id: string; time: number
   const dot = cursor.lastIndexOf('.')
   if (!timed || dot < 0) return { id: cursor, time: undefined }
   const time = Number(cursor.slice(dot + 1))
-  if (!/^[0-9]{1,15}$/.test(cursor.slice(dot + 1)) || !Number.isSafeInteger(time)) throw new ApiError('invalid_request', 'cursor is not one this endpoint returned')
+  if (!/^[0-9]{1,15}$/.test(cursor.slice(dot + 1)) || !Number.isSafeInteger(time)) throw badCursor()
   return { id: cursor.slice(0, dot), time }
 }
+
+const badCursor = () => new ApiError('invalid_request', 'cursor is not one this endpoint returned')

@@ -223,13 +223,11 @@ export class IngestErrorLog {
     const verified = nonce !== undefined
     const ring = verified ? rings.verified : rings.unverified
     let seq: number
-    if (stored !== undefined && stored > 0) {
-      if (ring.length > 0 && (ring[ring.length - 1] as Entry).seq >= stored) return undefined
-      seq = stored
-    } else {
-      // Records of earlier versions without a number are numbered in the order they come.
-      seq = Math.max(rings.seq + 1, stored === undefined ? Date.parse(record.time) * NUMBERS_PER_MS || 0 : 0)
-    }
+    if (stored === undefined) seq = Math.max(rings.seq + 1, Date.parse(record.time) * NUMBERS_PER_MS || 0)
+    // Records of earlier versions without a number are numbered in the order they come.
+    else if (stored === 0) seq = rings.seq + 1
+    else if (ring.length > 0 && (ring[ring.length - 1] as Entry).seq >= stored) return undefined
+    else seq = stored
     rings.seq = Math.max(rings.seq, seq)
     ring.push({ seq, record, nonce })
     // Trim in steps, not per record: splice is O(n).
