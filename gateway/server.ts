@@ -9,6 +9,7 @@ import { openApiDocument } from '../schemas/openapi.js'
 import { registerAdminRoutes } from './control/admin-routes.js'
 import { registerAgentRoutes } from './control/agent-routes.js'
 import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
+import { registerDisputeRoutes } from './control/dispute-routes.js'
 import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
 import { requestPrincipal } from './http/bearer.js'
@@ -112,6 +113,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerAgentRoutes(parts, () => baseUrl)
   registerKeyRoutes(parts, () => options.pipeline.settled())
   registerIngestErrorsRoute(parts, options.errors)
+  registerDisputeRoutes(parts, (sourceId, signalId) => options.pipeline.hasAccepted(sourceId, signalId))
 
   getRoute(parts, '/healthz', (reply) => reply.send(200, { ok: true, data: { status: 'alive' } }))
   getRoute(parts, '/readyz', (reply) => {

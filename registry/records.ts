@@ -69,6 +69,31 @@ export interface RetiredKey {
   fingerprint: string
 }
 
+/** Spec 3.2: a dispute moves open → accepted or rejected, once (forward-only). */
+export type DisputeState = 'open' | 'accepted' | 'rejected'
+
+/**
+ * A creator's claim that signals the source accepted were emitted with a leaked key
+ * (spec 5.3, compromise flow step 6). Once the review accepts it, those signals are
+ * in state `disputed` (spec 3.2); they stay in the log and in the public record.
+ */
+export interface DisputeRecord {
+  dispute_id: string
+  source_id: string
+  /** The leaked key: revoked before the dispute could be opened. */
+  key_id: string
+  /** Signals this source accepted, unique, as the creator named them. */
+  signal_ids: string[]
+  evidence: string
+  state: DisputeState
+  /** Subject of the token that opened it (the creator, or `admin`). */
+  opened_by: string
+  created_at: string
+  resolved_at: string | null
+  /** The review's note on its decision. */
+  resolution: string | null
+}
+
 /** Everything the registry persists, as one document. */
 export interface RegistrySnapshot {
   version: 1
@@ -83,4 +108,6 @@ export interface RegistrySnapshot {
   keys: KeyRecord[]
   /** Oldest first per source (absent in files written before fingerprints were kept). */
   retired_keys?: RetiredKey[]
+  /** Absent in files written before disputes existed. */
+  disputes?: DisputeRecord[]
 }

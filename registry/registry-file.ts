@@ -147,7 +147,7 @@ export class RegistryFile implements RegistryStore {
  * RECORDS_PER_PIECE records with a turn of the event loop after each.
  */
 export async function* snapshotPieces(doc: RegistrySnapshot): AsyncGenerator<Buffer> {
-  const { tokens, agents, sources, keys, retired_keys, ...scalars } = doc
+  const { tokens, agents, sources, keys, retired_keys, disputes, ...scalars } = doc
   // '{"version":1,"generation":N' with the brace left open for the lists.
   yield Buffer.from(JSON.stringify(scalars).slice(0, -1))
   const lists: Array<[string, readonly unknown[]]> = [
@@ -156,6 +156,7 @@ export async function* snapshotPieces(doc: RegistrySnapshot): AsyncGenerator<Buf
     ['sources', sources],
     ['keys', keys],
     ['retired_keys', retired_keys ?? []],
+    ['disputes', disputes ?? []],
   ]
   for (const [name, records] of lists) {
     yield Buffer.from(`,"${name}":[`)

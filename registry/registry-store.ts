@@ -1,4 +1,4 @@
-import type { AgentRecord, KeyRecord, RegistrySnapshot, RetiredKey, SourceRecord, TokenRecord } from './records.js'
+import type { AgentRecord, DisputeRecord, KeyRecord, RegistrySnapshot, RetiredKey, SourceRecord, TokenRecord } from './records.js'
 
 /** One change of the registry: records written whole (new or changed) and key and token records dropped. */
 export interface RegistryChange {
@@ -11,6 +11,8 @@ export interface RegistryChange {
   readonly droppedTokens: string[]
   /** Fingerprints of the dropped keys, oldest first (absent in changes recorded before they were kept). */
   readonly retiredKeys?: RetiredKey[]
+  /** New or resolved disputes (absent in changes recorded before disputes existed). */
+  readonly disputes?: DisputeRecord[]
 }
 
 /**
@@ -40,6 +42,7 @@ export function replayChanges(snapshot: RegistrySnapshot | undefined, changes: r
   const keys = new Map((snapshot?.keys ?? []).map((r) => [r.key_id, r]))
   // Only ever added to: the registry drops the oldest past its bound as it loads them.
   const retired = [...(snapshot?.retired_keys ?? [])]
+  const disputes = new Map((snapshot?.disputes ?? []).map((r) => [r.dispute_id, r]))
   for (const change of changes) {
     for (const r of change.tokens) tokens.set(r.token_id, r)
     for (const r of change.agents) agents.set(r.agent_id, r)
@@ -49,6 +52,7 @@ export function replayChanges(snapshot: RegistrySnapshot | undefined, changes: r
     // Absent in changes recorded before tokens could be revoked.
     for (const id of change.droppedTokens ?? []) tokens.delete(id)
     for (const r of change.retiredKeys ?? []) retired.push(r)
+    for (const r of change.disputes ?? []) disputes.set(r.dispute_id, r)
   }
   return {
     version: 1,
@@ -57,5 +61,6 @@ export function replayChanges(snapshot: RegistrySnapshot | undefined, changes: r
     sources: [...sources.values()],
     keys: [...keys.values()],
     retired_keys: retired,
+    disputes: [...disputes.values()],
   }
 }

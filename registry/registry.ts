@@ -2,7 +2,8 @@ import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { ApiError } from '../schemas/api-error.js'
 import type { Listing, Manifest } from '../schemas/manifest.js'
 import { MAX_TOKEN_CHARS } from './records.js'
-import type { AgentRecord, KeyRecord, Principal, RegistrySnapshot, RetiredKey, SourceRecord, TokenRecord } from './records.js'
+import { DISPUTE_LIMITS, Disputes } from './disputes.js'
+import type { AgentRecord, DisputeRecord, KeyRecord, Principal, RegistrySnapshot, RetiredKey, SourceRecord, TokenRecord } from './records.js'
 import type { RegistryChange, RegistryStore } from './registry-store.js'
 import { RETIRED_KEYS_PER_SOURCE, RetiredKeys } from './retired-keys.js'
 
@@ -34,6 +35,7 @@ export const REGISTRY_LIMITS = {
 /** The change being made: what to record, and how to undo it in memory if recording fails. */
 interface PendingChange extends RegistryChange {
   readonly retiredKeys: RetiredKey[]
+  readonly disputes: DisputeRecord[]
   readonly undo: Array<() => void>
 }
 
@@ -97,6 +99,7 @@ export class Registry {
   #sourcesByAgent = new OwnerIndex()
   #keysBySource = new OwnerIndex()
   #retiredKeys = new RetiredKeys()
+  #disputes = new Disputes()
   #chain: Promise<unknown> = Promise.resolve()
   /** Set while a change runs: the mutations below note in it what they touch. */
   #pending: PendingChange | undefined
@@ -133,6 +136,7 @@ export class Registry {
     this.#keysBySource = new OwnerIndex()
     for (const k of snapshot.keys) this.#keysBySource.add(k.source_id, k.key_id)
     this.#retiredKeys = new RetiredKeys(snapshot.retired_keys)
+    this.#disputes = new Disputes(snapshot.disputes)
   }
 
   #snapshot(): RegistrySnapshot {
@@ -143,6 +147,7 @@ export class Registry {
       sources: [...this.#sources.values()],
       keys: [...this.#keys.values()].map((k) => k.record),
       retired_keys: this.#retiredKeys.entries(),
+      disputes: this.#disputes.all(),
     }
   }
 
@@ -154,7 +159,7 @@ export class Registry {
    */
   #mutate<T>(change: () => T): Promise<T> {
     const run = async () => {
-      const pending: PendingChange = { tokens: [], agents: [], sources: [], keys: [], droppedKeys: [], droppedTokens: [], retiredKeys: [], undo: [] }
+      const pending: PendingChange = { tokens: [], agents: [], sources: [], keys: [], droppedKeys: [], droppedTokens: [], retiredKeys: [], disputes: [], undo: [] }
       this.#pending = pending
       let result: T
       try {
@@ -467,6 +472,72 @@ export class Registry {
       }
       return key
     })
+  }
+
+  /**
+   * Spec 5.3, compromise flow step 6: the source's operator disputes signals emitted
+   * with a leaked key. The key must be revoked first (step 1), so nothing it signs
+   * after the dispute is accepted any more.
+   */
+  openDispute(input: { sourceId: string; keyId: string; signalIds: string[]; evidence: string; openedBy: string }): Promise<DisputeRecord> {
+    return this.#mutate(() => {
+      const key = this.#required(input.sourceId, input.keyId)
+      if (key.state !== 'revoked') throw new ApiError('key_not_revoked', 'revoke the leaked key before disputing what it signed')
+      if (this.#disputes.of(input.sourceId).length >= DISPUTE_LIMITS.perSource) {
+        throw new ApiError('limit_exceeded', `a source holds at most ${DISPUTE_LIMITS.perSource} disputes`)
+      }
+      const record: DisputeRecord = {
+        dispute_id: newId('dsp'),
+        source_id: input.sourceId,
+        key_id: input.keyId,
+        signal_ids: input.signalIds,
+        evidence: input.evidence,
+        state: 'open',
+        opened_by: input.openedBy,
+        created_at: this.#iso(),
+        resolved_at: null,
+        resolution: null,
+      }
+      const change = this.#change()
+      change.undo.push(this.#disputes.add(record))
+      change.disputes.push(record)
+      return record
+    })
+  }
+
+  /**
+   * The review's decision (spec 3.2: "compromise evidence is accepted"): open →
+   * accepted, which puts the dispute's signals in state `disputed`, or open → rejected.
+   * Final: repeating the decision changes nothing, reversing it is refused.
+   */
+  resolveDispute(sourceId: string, disputeId: string, outcome: 'accepted' | 'rejected', resolution: string | null): Promise<DisputeRecord> {
+    return this.#mutate(() => {
+      const record = this.#disputes.get(sourceId, disputeId)
+      if (record === undefined) throw new ApiError('not_found', 'no such dispute for this source')
+      if (record.state === outcome) return record
+      if (record.state !== 'open') throw new ApiError('invalid_dispute_state', `this dispute was already ${record.state}, and a decision is final`)
+      const change = this.#change()
+      this.#touch(record, change.disputes)
+      record.state = outcome
+      record.resolved_at = this.#iso()
+      record.resolution = resolution
+      if (outcome === 'accepted') change.undo.push(this.#disputes.markDisputed(record))
+      return record
+    })
+  }
+
+  /** Newest first. */
+  disputesOf(sourceId: string): DisputeRecord[] {
+    return [...this.#disputes.of(sourceId)].reverse()
+  }
+
+  dispute(sourceId: string, disputeId: string): DisputeRecord | undefined {
+    return this.#disputes.get(sourceId, disputeId)
+  }
+
+  /** Spec 3.2: whether an accepted dispute moved the signal from accepted to disputed. */
+  isDisputed(sourceId: string, signalId: string): boolean {
+    return this.#disputes.isDisputed(sourceId, signalId)
   }
 
   /** The change under way; mutations run only inside #mutate. */

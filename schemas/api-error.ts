@@ -39,6 +39,9 @@ export const ERROR_STATUS = {
   key_exists: 409,
   already_exists: 409,
   limit_exceeded: 409,
+  key_not_revoked: 409,
+  invalid_dispute_state: 409,
+  unknown_signal: 400,
   payload_too_large: 413,
   // edge
   overloaded: 503,

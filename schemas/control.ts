@@ -39,3 +39,28 @@ export const checkCreateToken = compileCheck<CreateTokenRequest>(CreateTokenRequ
 export const checkCreateAgent = compileCheck<CreateAgentRequest>(CreateAgentRequest, 'body')
 export const checkCreateSource = compileCheck<CreateSourceRequest>(CreateSourceRequest, 'body')
 export const checkRegisterKey = compileCheck<RegisterKeyRequest>(RegisterKeyRequest, 'body')
+
+/** The evidence a review reads, and its note on the decision. */
+const DisputeText = Type.String({ minLength: 1, maxLength: 4000 })
+
+/** Spec 5.3, compromise flow step 6. */
+export const OpenDisputeRequest = Type.Object(
+  {
+    key_id: Type.String({ minLength: 1, maxLength: 128, description: 'the leaked key; revoked before the dispute is opened' }),
+    signal_ids: Type.Array(Type.String({ pattern: '^[A-Za-z0-9_:-]{8,128}$' }), {
+      minItems: 1,
+      maxItems: 100,
+      uniqueItems: true,
+      description: 'signals this source accepted that the leaked key emitted',
+    }),
+    evidence: DisputeText,
+  },
+  { additionalProperties: false },
+)
+export type OpenDisputeRequest = Type.Static<typeof OpenDisputeRequest>
+
+export const ResolveDisputeRequest = Type.Object({ resolution: Type.Optional(DisputeText) }, { additionalProperties: false })
+export type ResolveDisputeRequest = Type.Static<typeof ResolveDisputeRequest>
+
+export const checkOpenDispute = compileCheck<OpenDisputeRequest>(OpenDisputeRequest, 'body')
+export const checkResolveDispute = compileCheck<ResolveDisputeRequest>(ResolveDisputeRequest, 'body')

@@ -1,6 +1,6 @@
 import Type from 'typebox'
 import { ERROR_STATUS, ErrorBody } from './api-error.js'
-import { CreateAgentRequest, CreateSourceRequest, CreateTokenRequest, RegisterKeyRequest } from './control.js'
+import { CreateAgentRequest, CreateSourceRequest, CreateTokenRequest, OpenDisputeRequest, RegisterKeyRequest, ResolveDisputeRequest } from './control.js'
 import { SignalAcceptedEvent } from './events.js'
 import { Listing, Manifest } from './manifest.js'
 import { AcceptedBody, SignalPayloadSchema } from './signal.js'
@@ -85,6 +85,34 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           security: bearer,
           parameters: [path('source_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }],
           responses: { '200': { description: 'refused requests, newest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400, 404) },
+        },
+      },
+      '/v1/byo/sources/{source_id}/disputes': {
+        get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'the source disputes, newest first (at most 64)', ...ok({ type: 'array' }) }, ...control(404) } },
+        post: {
+          security: bearer,
+          parameters: [path('source_id')],
+          requestBody: json(OpenDisputeRequest),
+          responses: { '201': { description: 'open dispute; the key must be revoked', ...ok({}) }, ...withBody(404, 409) },
+        },
+      },
+      '/v1/byo/sources/{source_id}/disputes/{dispute_id}': {
+        get: { security: bearer, parameters: [path('source_id'), path('dispute_id')], responses: { '200': { description: 'dispute', ...ok({}) }, ...control(404) } },
+      },
+      '/v1/byo/sources/{source_id}/disputes/{dispute_id}/accept': {
+        post: {
+          security: bearer,
+          parameters: [path('source_id'), path('dispute_id')],
+          requestBody: json(ResolveDisputeRequest),
+          responses: { '200': { description: 'accepted dispute (admin token): its signals are disputed', ...ok({}) }, ...withBody(404, 409) },
+        },
+      },
+      '/v1/byo/sources/{source_id}/disputes/{dispute_id}/reject': {
+        post: {
+          security: bearer,
+          parameters: [path('source_id'), path('dispute_id')],
+          requestBody: json(ResolveDisputeRequest),
+          responses: { '200': { description: 'rejected dispute (admin token)', ...ok({}) }, ...withBody(404, 409) },
         },
       },
       '/v1/byo/agents/{agent_id}': { get: { security: bearer, parameters: [path('agent_id')], responses: { '200': { description: 'agent with slots_used and open_slots', ...ok({}) }, ...control(404) } } },

@@ -205,7 +205,7 @@ export class IngestPipeline {
           continue
         case 'replay':
           if (awaitsTest(req.key)) await this.#markTested(req)
-          return accepted(sourceId, found.record, true)
+          return accepted(sourceId, found.record, true, this.#o.registry.isDisputed(sourceId, found.record.signalId))
         case 'conflict':
           throw new ApiError('idempotency_conflict', 'this signal_id or Idempotency-Key was already used with a different body')
         case 'new': {
@@ -280,6 +280,14 @@ export class IngestPipeline {
   }
 
   /**
+   * Whether the source accepted `signalId`, as far back as the signal-id history reaches
+   * (`SIGNAL_ID_HISTORY_MAX` newest ids): what a dispute may name.
+   */
+  hasAccepted(sourceId: string, signalId: string): boolean {
+    return this.#o.history.has(this.#o.history.fingerprint(signalDedupId(sourceId, signalId)))
+  }
+
+  /**
    * Resolves once every request that passed its last key check so far has its answer:
    * a revocation acknowledged after this is followed by no 202 under the key.
    */
@@ -309,7 +317,7 @@ export class IngestPipeline {
       throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
     if (awaitsTest(key)) await this.#markTested(req)
-    return accepted(source.source_id, remembered, appended.duplicate)
+    return accepted(source.source_id, remembered, appended.duplicate, appended.duplicate && this.#o.registry.isDisputed(source.source_id, record.signal_id))
   }
 
   /** A signal the dedup index has no room to remember is refused, not accepted unguarded. */
@@ -573,14 +581,15 @@ function signalRecord(
  * The 202 body (spec 2.3). A replay answers for the original (DESIGN.md section 4: same
  * body, 202 with the original `received_at`), and so carries the original's `"test":
  * true` whatever key resent it: a test is recorded and never delivered, and the client
- * is told so rather than refused.
+ * is told so rather than refused. It also tells the signal's state: `disputed` once an
+ * accepted dispute names it (spec 3.2), since a replay is no new signal.
  */
-function accepted(sourceId: string, record: DedupRecord, deduplicated: boolean): AcceptedBody {
+function accepted(sourceId: string, record: DedupRecord, deduplicated: boolean, disputed: boolean): AcceptedBody {
   return {
     ok: true,
     signal_id: record.signalId,
     source_id: sourceId,
-    status: 'accepted',
+    status: disputed ? 'disputed' : 'accepted',
     received_at: new Date(record.receivedAtMs).toISOString(),
     ...(record.test ? { test: true as const } : {}),
     ...(deduplicated ? { deduplicated: true as const } : {}),

@@ -131,6 +131,20 @@ t.test('a snapshot is written in pieces, with turns of the event loop between, t
     sources: [],
     keys: [],
     retired_keys: [{ source_id: 's1', fingerprint: 'f"\\u2028' }],
+    disputes: [
+      {
+        dispute_id: 'dsp_1',
+        source_id: 's1',
+        key_id: 'k1',
+        signal_ids: ['sig_00000001'],
+        evidence: 'leaked',
+        state: 'accepted' as const,
+        opened_by: 'c1',
+        created_at: at,
+        resolved_at: at,
+        resolution: null,
+      },
+    ],
   }
   let turns = 0
   let counting = true
@@ -149,5 +163,5 @@ t.test('a snapshot is written in pieces, with turns of the event loop between, t
   const empty = { version: 1 as const, tokens: [], agents: [], sources: [], keys: [] }
   const emptyPieces: Buffer[] = []
   for await (const piece of snapshotPieces(empty)) emptyPieces.push(piece)
-  t.same(JSON.parse(Buffer.concat(emptyPieces).toString()), { ...empty, retired_keys: [] }, 'empty lists')
+  t.same(JSON.parse(Buffer.concat(emptyPieces).toString()), { ...empty, retired_keys: [], disputes: [] }, 'empty lists')
 })

@@ -302,3 +302,40 @@ t.test('a token is never created before the newest one, even when the clock step
   now += 5000
   t.ok((await reopened.createToken('creator', 'c1')).record.created_at > a.record.created_at, 'and moves on with the clock')
 })
+
+t.test('a dispute that cannot be saved is neither opened nor decided, and a saved one reads back after a reopen', async (t) => {
+  const { store, registry, source, key } = await setup()
+  await registry.revokeKey(source.source_id, key.key_id)
+  const input = { sourceId: source.source_id, keyId: key.key_id, signalIds: ['sig_00000001', 'sig_00000002'], evidence: 'leaked', openedBy: 'c1' }
+  store.failNext = true
+  await t.rejects(registry.openDispute(input), { code: 'ENOSPC' })
+  t.same(registry.disputesOf(source.source_id), [], 'the failed dispute is not held')
+  const opened = await registry.openDispute(input)
+
+  store.failNext = true
+  await t.rejects(registry.resolveDispute(source.source_id, opened.dispute_id, 'accepted', 'ok'), { code: 'ENOSPC' })
+  t.equal(registry.dispute(source.source_id, opened.dispute_id)?.state, 'open', 'the failed decision is undone')
+  t.equal(registry.isDisputed(source.source_id, 'sig_00000001'), false, 'and disputed no signal')
+  t.equal(store.saved?.disputes?.[0]?.state, 'open', 'disk unchanged')
+
+  await registry.resolveDispute(source.source_id, opened.dispute_id, 'accepted', 'ok')
+  t.equal(registry.isDisputed(source.source_id, 'sig_00000002'), true)
+  t.equal(registry.isDisputed(source.source_id, 'sig_00000003'), false)
+  const reopened = await Registry.open(store, 'admin-secret')
+  t.equal(reopened.dispute(source.source_id, opened.dispute_id)?.state, 'accepted')
+  t.equal(reopened.isDisputed(source.source_id, 'sig_00000001'), true, 'the disputed state is rebuilt on load')
+  t.equal(reopened.isDisputed('src_other', 'sig_00000001'), false, 'and only for its own source')
+})
+
+t.test('a second dispute naming an already disputed signal that fails to save leaves it disputed', async (t) => {
+  const { store, registry, source, key } = await setup()
+  await registry.revokeKey(source.source_id, key.key_id)
+  const input = { sourceId: source.source_id, keyId: key.key_id, signalIds: ['sig_00000001'], evidence: 'leaked', openedBy: 'c1' }
+  const first = await registry.openDispute(input)
+  const second = await registry.openDispute({ ...input, signalIds: ['sig_00000001', 'sig_00000009'] })
+  await registry.resolveDispute(source.source_id, first.dispute_id, 'accepted', null)
+  store.failNext = true
+  await t.rejects(registry.resolveDispute(source.source_id, second.dispute_id, 'accepted', null))
+  t.equal(registry.isDisputed(source.source_id, 'sig_00000001'), true, 'the first decision still stands')
+  t.equal(registry.isDisputed(source.source_id, 'sig_00000009'), false)
+})

@@ -1,0 +1,203 @@
+import t, { type Test } from 'tap'
+import { generateCreatorKey } from '../../sdk/signing.js'
+import { call, payload, provision, push, type Provisioned } from '../helpers/api.js'
+import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js'
+
+// Spec 3.2 (accepted → disputed once compromise evidence is accepted) and 5.3's
+// compromise flow: revoke the leaked key, rotate, open a dispute, the review decides.
+
+const gw = await startGateway(t)
+
+interface Compromised {
+  readonly src: Provisioned
+  /** Accepted under the leaked key before its revocation. */
+  readonly leaked: Array<Record<string, unknown>>
+  readonly leakedKeyId: string
+  /** The key that replaced it. */
+  readonly sign: (p: Record<string, unknown>) => ReturnType<Provisioned['sign']>
+}
+
+/** A source whose first key signed two signals, then was replaced and revoked. */
+async function compromised(t: Test, g: GatewayProcess = gw): Promise<Compromised> {
+  const src = await provision(g)
+  const leaked = [payload(src.sourceId), payload(src.sourceId)]
+  for (const p of leaked) t.equal((await push(g, src.sign(p))).status, 202)
+  const next = generateCreatorKey()
+  const registered = await call(g.url, 'POST', `/v1/byo/sources/${src.sourceId}/keys`, { token: src.creatorToken, body: { public_key: next.publicKeyBase64 } })
+  const keyId = registered.body.data.key_id as string
+  const sign = (p: Record<string, unknown>) => src.sign(p, { key: next, keyId })
+  t.equal((await push(g, sign(payload(src.sourceId)))).status, 202, 'the new key test signal')
+  t.equal((await call(g.url, 'POST', `/v1/byo/sources/${src.sourceId}/keys/${keyId}/promote`, { token: src.creatorToken })).status, 200)
+  return { src, leaked, leakedKeyId: src.keyId, sign }
+}
+
+const revoke = (c: Compromised, g: GatewayProcess = gw) =>
+  call(g.url, 'POST', `/v1/byo/sources/${c.src.sourceId}/keys/${c.leakedKeyId}/revoke`, { token: c.src.creatorToken })
+
+const open = (c: Compromised, body: unknown, token = c.src.creatorToken, g: GatewayProcess = gw) =>
+  call(g.url, 'POST', `/v1/byo/sources/${c.src.sourceId}/disputes`, { token, body })
+
+const decide = (c: Compromised, disputeId: string, action: 'accept' | 'reject', token = gw.adminToken, body?: unknown, g: GatewayProcess = gw) =>
+  call(g.url, 'POST', `/v1/byo/sources/${c.src.sourceId}/disputes/${disputeId}/${action}`, { token, body })
+
+const disputeOf = (c: Compromised, ids = c.leaked.map((p) => p.signal_id)) => ({ key_id: c.leakedKeyId, signal_ids: ids, evidence: 'the key leaked in a public CI log on 2026-11-20' })
+
+t.test('a dispute needs the leaked key revoked first: 409 key_not_revoked', async (t) => {
+  const c = await compromised(t)
+  const res = await open(c, disputeOf(c))
+  t.equal(res.status, 409)
+  t.equal(res.body.error.code, 'key_not_revoked')
+  t.same((await call(gw.url, 'GET', `/v1/byo/sources/${c.src.sourceId}/disputes`, { token: c.src.creatorToken })).body.data, [], 'nothing was opened')
+})
+
+t.test('an accepted dispute moves its signals from accepted to disputed; the others stay accepted', async (t) => {
+  const c = await compromised(t)
+  const firstAnswers = []
+  for (const p of c.leaked) firstAnswers.push((await push(gw, c.sign(p))).body)
+  t.same(
+    firstAnswers.map((b) => b.status),
+    ['accepted', 'accepted'],
+    'before any dispute a replay under the new key is an accepted duplicate',
+  )
+  t.equal((await revoke(c)).status, 200)
+
+  const opened = await open(c, disputeOf(c, [c.leaked[0]!.signal_id]))
+  t.equal(opened.status, 201)
+  t.match(opened.body.data, { source_id: c.src.sourceId, key_id: c.leakedKeyId, state: 'open', signal_ids: [c.leaked[0]!.signal_id], resolved_at: null, opened_by: c.src.creatorId })
+  const disputeId = opened.body.data.dispute_id as string
+  t.equal((await push(gw, c.sign(c.leaked[0]!))).body.status, 'accepted', 'an open dispute changes no state')
+
+  const decided = await decide(c, disputeId, 'accept', gw.adminToken, { resolution: 'signatures match the leaked key; emitted from an unknown host' })
+  t.equal(decided.status, 200)
+  t.equal(decided.body.data.state, 'accepted')
+  t.type(decided.body.data.resolved_at, 'string')
+  t.equal(decided.body.data.resolution, 'signatures match the leaked key; emitted from an unknown host')
+
+  const replay = await push(gw, c.sign(c.leaked[0]!))
+  t.equal(replay.status, 202, 'the signal stays in the record: a replay is still a deduplicated 202')
+  t.equal(replay.body.status, 'disputed')
+  t.equal(replay.body.deduplicated, true)
+  t.equal(replay.body.received_at, firstAnswers[0].received_at, 'with its original arrival time')
+  const other = await push(gw, c.sign(c.leaked[1]!))
+  t.equal(other.body.status, 'accepted', 'a signal the dispute does not name stays accepted')
+
+  const listed = await call(gw.url, 'GET', `/v1/byo/sources/${c.src.sourceId}/disputes/${disputeId}`, { token: c.src.creatorToken })
+  t.equal(listed.body.data.state, 'accepted', 'the creator reads the decision')
+})
+
+t.test('a rejected dispute changes no signal, and a decision is final', async (t) => {
+  const c = await compromised(t)
+  t.equal((await revoke(c)).status, 200)
+  const disputeId = (await open(c, disputeOf(c))).body.data.dispute_id as string
+  const rejected = await decide(c, disputeId, 'reject')
+  t.equal(rejected.status, 200)
+  t.equal(rejected.body.data.state, 'rejected')
+  t.equal(rejected.body.data.resolution, null)
+  t.equal((await push(gw, c.sign(c.leaked[0]!))).body.status, 'accepted')
+  const again = await decide(c, disputeId, 'reject')
+  t.equal(again.status, 200, 'repeating the decision changes nothing')
+  t.equal(again.body.data.resolved_at, rejected.body.data.resolved_at)
+  const reversed = await decide(c, disputeId, 'accept')
+  t.equal(reversed.status, 409)
+  t.equal(reversed.body.error.code, 'invalid_dispute_state')
+  t.equal((await push(gw, c.sign(c.leaked[0]!))).body.status, 'accepted', 'the refused reversal disputed nothing')
+})
+
+t.test('only the review (admin token) decides; other creators and renters learn nothing of the source', async (t) => {
+  const c = await compromised(t)
+  t.equal((await revoke(c)).status, 200)
+  const disputeId = (await open(c, disputeOf(c))).body.data.dispute_id as string
+  const own = await decide(c, disputeId, 'accept', c.src.creatorToken)
+  t.equal(own.status, 403, 'the creator cannot accept its own dispute')
+  t.equal(own.body.error.code, 'forbidden')
+
+  const stranger = await provision(gw)
+  for (const [method, path, body] of [
+    ['GET', `/v1/byo/sources/${c.src.sourceId}/disputes`, undefined],
+    ['GET', `/v1/byo/sources/${c.src.sourceId}/disputes/${disputeId}`, undefined],
+    ['POST', `/v1/byo/sources/${c.src.sourceId}/disputes`, disputeOf(c)],
+  ] as const) {
+    const res = await call(gw.url, method, path, { token: stranger.creatorToken, body })
+    t.equal(res.status, 404, `${method} ${path} by another creator`)
+    t.equal(res.body.error.message, 'no such source', 'the same answer as for a source that does not exist')
+  }
+  const renter = (await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject: 'dispute-probe' } })).body.data.token
+  t.equal((await call(gw.url, 'GET', `/v1/byo/sources/${c.src.sourceId}/disputes`, { token: renter })).status, 403)
+  const missing = await decide(c, 'dsp_nothing', 'accept')
+  t.equal(missing.status, 404)
+  t.equal(missing.body.error.message, 'no such dispute for this source')
+  const elsewhere = await call(gw.url, 'GET', `/v1/byo/sources/${stranger.sourceId}/disputes/${disputeId}`, { token: stranger.creatorToken })
+  t.equal(elsewhere.status, 404, 'a dispute is found only under its own source')
+})
+
+t.test('a dispute names only signals the source accepted, each once, with evidence', async (t) => {
+  const c = await compromised(t)
+  t.equal((await revoke(c)).status, 200)
+  const unknown = await open(c, disputeOf(c, [c.leaked[0]!.signal_id, 'sig_never_sent_here']))
+  t.equal(unknown.status, 400)
+  t.equal(unknown.body.error.code, 'unknown_signal')
+  t.match(unknown.body.error.message, /sig_never_sent_here/)
+  const other = await provision(gw)
+  const theirs = payload(other.sourceId)
+  t.equal((await push(gw, other.sign(theirs))).status, 202)
+  t.equal((await open(c, disputeOf(c, [theirs.signal_id]))).body.error.code, 'unknown_signal', 'another source signal is unknown here')
+
+  const bad: Array<[string, unknown]> = [
+    ['no signal ids', { ...disputeOf(c), signal_ids: [] }],
+    ['a repeated id', { ...disputeOf(c), signal_ids: [c.leaked[0]!.signal_id, c.leaked[0]!.signal_id] }],
+    ['101 ids', { ...disputeOf(c), signal_ids: Array.from({ length: 101 }, (_, i) => `sig_many_${i}`) }],
+    ['an id of 7 characters', { ...disputeOf(c), signal_ids: ['sig_123'] }],
+    ['no evidence', { key_id: c.leakedKeyId, signal_ids: [c.leaked[0]!.signal_id] }],
+    ['empty evidence', { ...disputeOf(c), evidence: '' }],
+    ['4,001 characters of evidence', { ...disputeOf(c), evidence: 'x'.repeat(4001) }],
+    ['an unknown field', { ...disputeOf(c), severity: 'critical' }],
+  ]
+  for (const [what, body] of bad) {
+    const res = await open(c, body)
+    t.equal(res.status, 400, what)
+    t.equal(res.body.error.code, 'invalid_request', what)
+  }
+  const noKey = await open(c, { ...disputeOf(c), key_id: 'key_unknown' })
+  t.equal(noKey.status, 404)
+  t.equal(noKey.body.error.message, 'no such key for this source')
+  t.equal((await open(c, { ...disputeOf(c), evidence: 'x'.repeat(4000) })).status, 201, '4,000 characters are allowed')
+})
+
+t.test('a source holds at most 64 disputes', async (t) => {
+  const c = await compromised(t)
+  t.equal((await revoke(c)).status, 200)
+  for (let i = 0; i < 64; i++) t.equal((await open(c, disputeOf(c))).status, 201)
+  const res = await open(c, disputeOf(c))
+  t.equal(res.status, 409)
+  t.equal(res.body.error.code, 'limit_exceeded')
+  const listed = await call(gw.url, 'GET', `/v1/byo/sources/${c.src.sourceId}/disputes`, { token: c.src.creatorToken })
+  t.equal(listed.body.data.length, 64)
+  t.ok(listed.body.data[0].created_at >= listed.body.data[63].created_at, 'newest first')
+})
+
+t.test('disputes and the disputed state survive kill -9', async (t) => {
+  const first = await startGateway(t)
+  const c = await compromised(t, first)
+  t.equal((await revoke(c, first)).status, 200)
+  const accepted = (await open(c, disputeOf(c, [c.leaked[0]!.signal_id]), c.src.creatorToken, first)).body.data.dispute_id as string
+  const pending = (await open(c, disputeOf(c, [c.leaked[1]!.signal_id]), c.src.creatorToken, first)).body.data.dispute_id as string
+  t.equal((await decide(c, accepted, 'accept', first.adminToken, undefined, first)).status, 200)
+  first.proc.kill('SIGKILL')
+  await first.exited()
+
+  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  const replay = await push(second, c.sign(c.leaked[0]!))
+  t.equal(replay.status, 202)
+  t.equal(replay.body.status, 'disputed')
+  t.equal((await push(second, c.sign(c.leaked[1]!))).body.status, 'accepted')
+  const listed = await call(second.url, 'GET', `/v1/byo/sources/${c.src.sourceId}/disputes`, { token: c.src.creatorToken })
+  t.same(
+    listed.body.data.map((d: { dispute_id: string; state: string }) => [d.dispute_id, d.state]),
+    [
+      [pending, 'open'],
+      [accepted, 'accepted'],
+    ],
+  )
+  t.equal((await decide(c, pending, 'accept', second.adminToken, undefined, second)).status, 200, 'the open one can still be decided')
+  t.equal((await push(second, c.sign(c.leaked[1]!))).body.status, 'disputed')
+})
