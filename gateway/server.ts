@@ -113,7 +113,12 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerAgentRoutes(parts, () => baseUrl)
   registerKeyRoutes(parts, () => options.pipeline.settled())
   registerIngestErrorsRoute(parts, options.errors)
-  registerDisputeRoutes(parts, (sourceId, signalId) => options.pipeline.hasAccepted(sourceId, signalId))
+  // A signal is stored at most a body's time, a verification and an append after its arrival.
+  const maxLagMs = options.bodyTimeoutMs + 60_000
+  registerDisputeRoutes(parts, {
+    hasAccepted: (sourceId, signalId) => options.pipeline.hasAccepted(sourceId, signalId),
+    findAccepted: (sourceId, signalId, receivedAtMs, budget) => options.pipeline.findAccepted(sourceId, signalId, receivedAtMs, maxLagMs, budget),
+  })
 
   getRoute(parts, '/healthz', (reply) => reply.send(200, { ok: true, data: { status: 'alive' } }))
   getRoute(parts, '/readyz', (reply) => {

@@ -15,6 +15,8 @@ export type { IngestErrorRecord, IngestErrorPage } from './ingest/ingest-error-l
 export { SignalIdHistory } from './ingest/signal-id-history.js'
 export { decodeSignalRecord, signalDedupId } from './ingest/signal-record.js'
 export type { SignalRecord } from './ingest/signal-record.js'
+export type { SignalLookup } from './ingest/signal-lookup.js'
+export { LOOKUP_MAX_RECORDS } from './ingest/signal-lookup.js'
 export { parseStrictJson } from './validate/strict-json.js'
 export { parseIsoUtc } from './validate/iso-timestamp.js'
 export { isValidSignalId } from './validate/signal-fields.js'

@@ -1,33 +1,46 @@
 import type { DisputeRecord } from './records.js'
 
-/** Bounds on disputes: each one a review must read, so they are few and short. */
+/**
+ * Bounds on disputes. Each is something the review must read, and together they sit in
+ * the registry file: at most about 25 KB each (ids and text escaped in JSON), 100 MB in all.
+ */
 export const DISPUTE_LIMITS = {
-  /** Disputes kept per source, whatever their state; a source that needs more has a deeper problem than a leaked key. */
-  perSource: 64,
-  /** Signal ids one dispute names. */
+  /** Disputes kept per source, whatever their state. */
+  perSource: 16,
+  /** Per creator, over all its sources. */
+  perCreator: 64,
+  /** In the registry. */
+  total: 4096,
+  /** Signals one dispute names. */
   signalsPerDispute: 100,
   /** Characters of evidence, and of the review's resolution note. */
-  textChars: 4000,
+  textChars: 1000,
 } as const
 
 /**
- * The disputes of every source, and the signals that accepted disputes put in state
- * `disputed` (spec 3.2). Disputes are never dropped and an accepted one is never
- * undone, so a signal once disputed stays disputed. The methods that change state
- * return how to undo it, for a change the registry could not record.
+ * The disputes of every source, and the signals that accepted disputes moved to state
+ * `disputed` (spec 3.2). Disputes are never dropped and a decision is never undone, so
+ * a signal once disputed stays disputed. The methods that change state return how to
+ * undo it, for a change the registry could not record.
  */
 export class Disputes {
   readonly #byId = new Map<string, DisputeRecord>()
   /** Per source, oldest first. */
   readonly #bySource = new Map<string, DisputeRecord[]>()
-  /** Per source, the signal ids of its accepted disputes. */
-  readonly #disputed = new Map<string, Set<string>>()
+  readonly #perCreator = new Map<string, number>()
+  /** Per source: signal id → the accepted dispute that names it first. */
+  readonly #disputed = new Map<string, Map<string, string>>()
 
+  /** `records` in the order they were opened (the registry file keeps it). */
   constructor(records: readonly DisputeRecord[] = []) {
-    for (const r of [...records].sort((a, b) => (a.created_at < b.created_at ? -1 : a.created_at > b.created_at ? 1 : 0))) {
+    for (const r of records) {
       this.add(r)
       if (r.state === 'accepted') this.markDisputed(r)
     }
+  }
+
+  get size(): number {
+    return this.#byId.size
   }
 
   get(sourceId: string, disputeId: string): DisputeRecord | undefined {
@@ -40,12 +53,17 @@ export class Disputes {
     return this.#bySource.get(sourceId) ?? []
   }
 
+  ofCreator(creatorId: string): number {
+    return this.#perCreator.get(creatorId) ?? 0
+  }
+
   all(): DisputeRecord[] {
     return [...this.#byId.values()]
   }
 
-  isDisputed(sourceId: string, signalId: string): boolean {
-    return this.#disputed.get(sourceId)?.has(signalId) === true
+  /** The accepted dispute that moved the signal to state disputed, if one did. */
+  disputeOf(sourceId: string, signalId: string): string | undefined {
+    return this.#disputed.get(sourceId)?.get(signalId)
   }
 
   add(record: DisputeRecord): () => void {
@@ -53,22 +71,24 @@ export class Disputes {
     let list = this.#bySource.get(record.source_id)
     if (list === undefined) this.#bySource.set(record.source_id, (list = []))
     list.push(record)
+    this.#perCreator.set(record.creator_id, this.ofCreator(record.creator_id) + 1)
     return () => {
       this.#byId.delete(record.dispute_id)
       list.pop()
       if (list.length === 0) this.#bySource.delete(record.source_id)
+      this.#perCreator.set(record.creator_id, this.ofCreator(record.creator_id) - 1)
     }
   }
 
-  /** Puts the dispute's signals in state `disputed`. */
+  /** Moves the dispute's signals to state `disputed`. */
   markDisputed(record: DisputeRecord): () => void {
-    let set = this.#disputed.get(record.source_id)
-    if (set === undefined) this.#disputed.set(record.source_id, (set = new Set()))
-    const added = record.signal_ids.filter((id) => !set.has(id))
-    for (const id of added) set.add(id)
+    let signals = this.#disputed.get(record.source_id)
+    if (signals === undefined) this.#disputed.set(record.source_id, (signals = new Map()))
+    const added = record.signals.map((s) => s.signal_id).filter((id) => !signals.has(id))
+    for (const id of added) signals.set(id, record.dispute_id)
     return () => {
-      for (const id of added) set.delete(id)
-      if (set.size === 0) this.#disputed.delete(record.source_id)
+      for (const id of added) signals.delete(id)
+      if (signals.size === 0) this.#disputed.delete(record.source_id)
     }
   }
 }

@@ -69,6 +69,15 @@ export interface RetiredKey {
   fingerprint: string
 }
 
+/** A signal a dispute names, as the log holds it. */
+export interface DisputedSignal {
+  signal_id: string
+  /** As its 202 answered. */
+  received_at: string
+  /** Its record in the signal log, which carries the raw body, the signature and the key id. */
+  seq: number
+}
+
 /** Spec 3.2: a dispute moves open → accepted or rejected, once (forward-only). */
 export type DisputeState = 'open' | 'accepted' | 'rejected'
 
@@ -80,10 +89,12 @@ export type DisputeState = 'open' | 'accepted' | 'rejected'
 export interface DisputeRecord {
   dispute_id: string
   source_id: string
+  /** The source's creator, whose disputes in all are bounded. */
+  creator_id: string
   /** The leaked key: revoked before the dispute could be opened. */
   key_id: string
-  /** Signals this source accepted, unique, as the creator named them. */
-  signal_ids: string[]
+  /** Signals this source accepted under the key, each found in the signal log. */
+  signals: DisputedSignal[]
   evidence: string
   state: DisputeState
   /** Subject of the token that opened it (the creator, or `admin`). */

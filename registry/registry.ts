@@ -3,7 +3,7 @@ import { ApiError } from '../schemas/api-error.js'
 import type { Listing, Manifest } from '../schemas/manifest.js'
 import { MAX_TOKEN_CHARS } from './records.js'
 import { DISPUTE_LIMITS, Disputes } from './disputes.js'
-import type { AgentRecord, DisputeRecord, KeyRecord, Principal, RegistrySnapshot, RetiredKey, SourceRecord, TokenRecord } from './records.js'
+import type { AgentRecord, DisputedSignal, DisputeRecord, KeyRecord, Principal, RegistrySnapshot, RetiredKey, SourceRecord, TokenRecord } from './records.js'
 import type { RegistryChange, RegistryStore } from './registry-store.js'
 import { RETIRED_KEYS_PER_SOURCE, RetiredKeys } from './retired-keys.js'
 
@@ -479,18 +479,23 @@ export class Registry {
    * with a leaked key. The key must be revoked first (step 1), so nothing it signs
    * after the dispute is accepted any more.
    */
-  openDispute(input: { sourceId: string; keyId: string; signalIds: string[]; evidence: string; openedBy: string }): Promise<DisputeRecord> {
+  openDispute(input: { source: SourceRecord; keyId: string; signals: DisputedSignal[]; evidence: string; openedBy: string }): Promise<DisputeRecord> {
     return this.#mutate(() => {
-      const key = this.#required(input.sourceId, input.keyId)
-      if (key.state !== 'revoked') throw new ApiError('key_not_revoked', 'revoke the leaked key before disputing what it signed')
-      if (this.#disputes.of(input.sourceId).length >= DISPUTE_LIMITS.perSource) {
+      const { source_id: sourceId, creator_id: creatorId } = input.source
+      this.disputableKey(sourceId, input.keyId)
+      if (this.#disputes.of(sourceId).length >= DISPUTE_LIMITS.perSource) {
         throw new ApiError('limit_exceeded', `a source holds at most ${DISPUTE_LIMITS.perSource} disputes`)
       }
+      if (this.#disputes.ofCreator(creatorId) >= DISPUTE_LIMITS.perCreator) {
+        throw new ApiError('limit_exceeded', `a creator holds at most ${DISPUTE_LIMITS.perCreator} disputes over all its sources`)
+      }
+      if (this.#disputes.size >= DISPUTE_LIMITS.total) throw new ApiError('limit_exceeded', 'the registry holds no more disputes: ask the operator')
       const record: DisputeRecord = {
         dispute_id: newId('dsp'),
-        source_id: input.sourceId,
+        source_id: sourceId,
+        creator_id: creatorId,
         key_id: input.keyId,
-        signal_ids: input.signalIds,
+        signals: input.signals,
         evidence: input.evidence,
         state: 'open',
         opened_by: input.openedBy,
@@ -505,16 +510,24 @@ export class Registry {
     })
   }
 
+  /** The key a dispute names: one of the source's, revoked (compromise flow step 1) so that it signs nothing more. */
+  disputableKey(sourceId: string, keyId: string): KeyRecord {
+    const key = this.#required(sourceId, keyId)
+    if (key.state !== 'revoked') throw new ApiError('key_not_revoked', 'revoke the leaked key before disputing what it signed')
+    return key
+  }
+
   /**
    * The review's decision (spec 3.2: "compromise evidence is accepted"): open →
    * accepted, which puts the dispute's signals in state `disputed`, or open → rejected.
-   * Final: repeating the decision changes nothing, reversing it is refused.
+   * Final: repeating the decision changes nothing; reversing it, or repeating it with
+   * another resolution note, is refused.
    */
   resolveDispute(sourceId: string, disputeId: string, outcome: 'accepted' | 'rejected', resolution: string | null): Promise<DisputeRecord> {
     return this.#mutate(() => {
       const record = this.#disputes.get(sourceId, disputeId)
       if (record === undefined) throw new ApiError('not_found', 'no such dispute for this source')
-      if (record.state === outcome) return record
+      if (record.state === outcome && (resolution === null || resolution === record.resolution)) return record
       if (record.state !== 'open') throw new ApiError('invalid_dispute_state', `this dispute was already ${record.state}, and a decision is final`)
       const change = this.#change()
       this.#touch(record, change.disputes)
@@ -535,9 +548,9 @@ export class Registry {
     return this.#disputes.get(sourceId, disputeId)
   }
 
-  /** Spec 3.2: whether an accepted dispute moved the signal from accepted to disputed. */
-  isDisputed(sourceId: string, signalId: string): boolean {
-    return this.#disputes.isDisputed(sourceId, signalId)
+  /** Spec 3.2: the accepted dispute that moved the signal from accepted to disputed, if one did. */
+  disputeOf(sourceId: string, signalId: string): string | undefined {
+    return this.#disputes.disputeOf(sourceId, signalId)
   }
 
   /** The change under way; mutations run only inside #mutate. */

@@ -41,18 +41,22 @@ export const checkCreateSource = compileCheck<CreateSourceRequest>(CreateSourceR
 export const checkRegisterKey = compileCheck<RegisterKeyRequest>(RegisterKeyRequest, 'body')
 
 /** The evidence a review reads, and its note on the decision. */
-const DisputeText = Type.String({ minLength: 1, maxLength: 4000 })
+const DisputeText = Type.String({ minLength: 1, maxLength: 1000 })
 
 /** Spec 5.3, compromise flow step 6. */
 export const OpenDisputeRequest = Type.Object(
   {
     key_id: Type.String({ minLength: 1, maxLength: 128, description: 'the leaked key; revoked before the dispute is opened' }),
-    signal_ids: Type.Array(Type.String({ pattern: '^[A-Za-z0-9_:-]{8,128}$' }), {
-      minItems: 1,
-      maxItems: 100,
-      uniqueItems: true,
-      description: 'signals this source accepted that the leaked key emitted',
-    }),
+    signals: Type.Array(
+      Type.Object(
+        {
+          signal_id: Type.String({ pattern: '^[A-Za-z0-9_:-]{8,128}$' }),
+          received_at: Type.String({ maxLength: 64, description: 'as the 202 answered: how the signal is found in the log' }),
+        },
+        { additionalProperties: false },
+      ),
+      { minItems: 1, maxItems: 100, description: 'signals this source accepted under the leaked key, each once' },
+    ),
     evidence: DisputeText,
   },
   { additionalProperties: false },

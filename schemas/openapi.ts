@@ -93,11 +93,18 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           security: bearer,
           parameters: [path('source_id')],
           requestBody: json(OpenDisputeRequest),
-          responses: { '201': { description: 'open dispute; the key must be revoked', ...ok({}) }, ...withBody(404, 409) },
+          responses: { '201': { description: 'open dispute; the key must be revoked', ...ok({}) }, ...withBody(404, 409, 503) },
         },
       },
       '/v1/byo/sources/{source_id}/disputes/{dispute_id}': {
         get: { security: bearer, parameters: [path('source_id'), path('dispute_id')], responses: { '200': { description: 'dispute', ...ok({}) }, ...control(404) } },
+      },
+      '/v1/byo/sources/{source_id}/signals/{signal_id}': {
+        get: {
+          security: bearer,
+          parameters: [path('source_id'), path('signal_id')],
+          responses: { '200': { description: 'the signal state (spec 3.2): accepted or disputed, with dispute_id', ...ok({}) }, ...control(404) },
+        },
       },
       '/v1/byo/sources/{source_id}/disputes/{dispute_id}/accept': {
         post: {

@@ -66,12 +66,11 @@ export const AcceptedBody = Type.Object(
     ok: Type.Literal(true),
     signal_id: Type.String(),
     source_id: Type.String(),
-    status: Type.Union([Type.Literal('accepted'), Type.Literal('disputed')], {
-      description: 'accepted; disputed when this is a retry of a signal an accepted dispute names (spec 3.2)',
-    }),
+    status: Type.Literal('accepted'),
     received_at: Type.String({ description: 'ISO 8601 UTC arrival time; the original one for a deduplicated accept' }),
     test: Type.Optional(Type.Literal(true, { description: "present for a pending key's test signal" })),
     deduplicated: Type.Optional(Type.Literal(true, { description: 'present when this was a retry of an accepted signal' })),
+    disputed: Type.Optional(Type.Literal(true, { description: 'present on a retry of a signal an accepted dispute moved to state disputed (spec 3.2)' })),
   },
   { additionalProperties: false },
 )

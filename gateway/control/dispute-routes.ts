@@ -1,34 +1,59 @@
-import type { DisputeRecord } from '../../registry/index.js'
+import type { SignalLookup } from '../../pipeline/index.js'
+import { LOOKUP_MAX_RECORDS, parseIsoUtc } from '../../pipeline/index.js'
+import type { DisputedSignal, SourceRecord } from '../../registry/index.js'
 import { ApiError } from '../../schemas/api-error.js'
-import { checkOpenDispute, checkResolveDispute } from '../../schemas/control.js'
+import { checkOpenDispute, checkResolveDispute, type OpenDisputeRequest } from '../../schemas/control.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { ownedSource, parseBody } from './access.js'
+
+/** What the dispute routes need of the ingest pipeline. */
+export interface SignalFinder {
+  /** Whether the source accepted the signal id (as far back as the signal-id history reaches). */
+  hasAccepted(sourceId: string, signalId: string): boolean
+  /** The signal's log record, found by the `received_at` of its 202, reading at most `budget.records` records. */
+  findAccepted(sourceId: string, signalId: string, receivedAtMs: number, budget: { records: number }): Promise<SignalLookup>
+}
+
+/** Requests reading the log or waiting for their turn, past which a new one gets 503. */
+export const LOOKUPS_WAITING_MAX = 8
+
+/**
+ * Runs the log look-ups of one dispute request at a time, each within its own budget of
+ * records (LOOKUP_MAX_RECORDS), so that however many arrive the reading takes no more
+ * than one request's share of a core.
+ */
+export class LookupTurns {
+  #tail: Promise<unknown> = Promise.resolve()
+  #waiting = 0
+
+  run<T>(task: () => Promise<T>): Promise<T> {
+    if (this.#waiting >= LOOKUPS_WAITING_MAX) throw new ApiError('overloaded', 'too many disputes being checked at once; retry', { retryAfter: 1 })
+    this.#waiting++
+    const turn = this.#tail.then(task)
+    this.#tail = turn.catch(() => undefined)
+    return turn.finally(() => this.#waiting--)
+  }
+}
 
 /**
  * Spec 3.2 and 5.3 (compromise flow step 6): the source's operator disputes signals a
  * leaked key emitted before its revocation; the protocol review (the admin) accepts or
- * rejects the dispute, and an accepted one puts its signals in state `disputed`. They
- * stay in the log: the records there carry the raw body, the signature and the key id,
- * so the review can check each signal against the key without trusting the gateway.
- *
- * `hasAccepted` says whether the source accepted a signal id (the signal-id history).
+ * rejects the dispute, and an accepted one moves its signals to state `disputed`.
+ * Each named signal is found in the log and must have been signed by the named key, so
+ * a dispute cannot reach signals of a key that did not leak.
  */
-export function registerDisputeRoutes(parts: JsonRoutesParts, hasAccepted: (sourceId: string, signalId: string) => boolean): void {
+export function registerDisputeRoutes(parts: JsonRoutesParts, signals: SignalFinder): void {
   const { registry } = parts
+  const turns = new LookupTurns()
 
   jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/disputes', { access: 'creator' }, async ({ principal, params, body }) => {
     const source = ownedSource(registry, principal, params[0] as string)
     const input = parseBody(checkOpenDispute, body)
-    const unknown = input.signal_ids.find((id) => !hasAccepted(source.source_id, id))
-    if (unknown !== undefined) throw new ApiError('unknown_signal', `signal_id ${unknown} is not a signal this source had accepted`)
-    const record = await registry.openDispute({
-      sourceId: source.source_id,
-      keyId: input.key_id,
-      signalIds: input.signal_ids,
-      evidence: input.evidence,
-      openedBy: principal.subject,
-    })
-    return { status: 201, data: record satisfies DisputeRecord }
+    // Checked again as the dispute is recorded; first here, before any reading of the log.
+    registry.disputableKey(source.source_id, input.key_id)
+    const found = await turns.run(() => disputedSignals(source, input, signals))
+    const record = await registry.openDispute({ source, keyId: input.key_id, signals: found, evidence: input.evidence, openedBy: principal.subject })
+    return { status: 201, data: record }
   })
 
   jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/disputes', { access: 'creator' }, ({ principal, params }) => {
@@ -52,4 +77,37 @@ export function registerDisputeRoutes(parts: JsonRoutesParts, hasAccepted: (sour
       return { status: 200, data: await registry.resolveDispute(source.source_id, params[1] as string, outcome, input.resolution ?? null) }
     })
   }
+
+  // Spec 3.2's state of one signal, for as long as the signal-id history remembers it.
+  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/signals/:signal_id', { access: 'creator' }, ({ principal, params }) => {
+    const source = ownedSource(registry, principal, params[0] as string)
+    const signalId = params[1] as string
+    if (!signals.hasAccepted(source.source_id, signalId)) throw new ApiError('not_found', 'no such signal for this source (or accepted before what the gateway remembers)')
+    const disputeId = registry.disputeOf(source.source_id, signalId) ?? null
+    return { status: 200, data: { signal_id: signalId, source_id: source.source_id, state: disputeId === null ? 'accepted' : 'disputed', dispute_id: disputeId } }
+  })
+}
+
+/** Each named signal as the log holds it, checked to be one the leaked key signed and not a test. */
+async function disputedSignals(source: SourceRecord, input: OpenDisputeRequest, signals: SignalFinder): Promise<DisputedSignal[]> {
+  const seen = new Set<string>()
+  const out: DisputedSignal[] = []
+  const budget = { records: LOOKUP_MAX_RECORDS }
+  for (const { signal_id: signalId, received_at: receivedAt } of input.signals) {
+    const refuse = (why: string) => new ApiError('unknown_signal', `signal ${signalId}: ${why}`)
+    if (seen.has(signalId)) throw new ApiError('invalid_request', `signal ${signalId} is named twice`)
+    seen.add(signalId)
+    const receivedAtMs = parseIsoUtc(receivedAt)
+    if (receivedAtMs === undefined) throw new ApiError('invalid_request', `signal ${signalId}: received_at must be an ISO 8601 UTC time, as the 202 answered`)
+    const found = await signals.findAccepted(source.source_id, signalId, receivedAtMs, budget)
+    if (!found.found) {
+      throw refuse(found.reason === 'absent' ? 'the source accepted no such signal at that received_at' : `not found within ${LOOKUP_MAX_RECORDS} records of the log: name fewer signals, or check their received_at`)
+    }
+    const { record } = found
+    if (Date.parse(record.received_at) !== receivedAtMs) throw refuse('the source accepted no such signal at that received_at')
+    if (record.key_id !== input.key_id) throw refuse(`it was signed by key ${record.key_id}, not by ${input.key_id}`)
+    if (record.test) throw refuse('it is a test signal, never delivered')
+    out.push({ signal_id: signalId, received_at: record.received_at, seq: found.seq })
+  }
+  return out
 }

@@ -10,6 +10,7 @@ import { isValidSignalId, validateSignalFields } from '../validate/signal-fields
 import { isPoolClosed, type VerifyPool } from '../verify/verify-pool.js'
 import { NonceStore } from './nonce-store.js'
 import { RateLimiter } from './rate-limiter.js'
+import { findSignal, type SignalLookup } from './signal-lookup.js'
 import { decodeSignalRecord, encodeSignalRecord, signalDedupId, type SignalRecord } from './signal-record.js'
 import { SignalDedup, type DedupRecord } from './signal-dedup.js'
 import type { Fingerprint, SignalIdHistory } from './signal-id-history.js'
@@ -205,7 +206,7 @@ export class IngestPipeline {
           continue
         case 'replay':
           if (awaitsTest(req.key)) await this.#markTested(req)
-          return accepted(sourceId, found.record, true, this.#o.registry.isDisputed(sourceId, found.record.signalId))
+          return accepted(sourceId, found.record, true, this.#o.registry.disputeOf(sourceId, found.record.signalId) !== undefined)
         case 'conflict':
           throw new ApiError('idempotency_conflict', 'this signal_id or Idempotency-Key was already used with a different body')
         case 'new': {
@@ -281,10 +282,15 @@ export class IngestPipeline {
 
   /**
    * Whether the source accepted `signalId`, as far back as the signal-id history reaches
-   * (`SIGNAL_ID_HISTORY_MAX` newest ids): what a dispute may name.
+   * (`SIGNAL_ID_HISTORY_MAX` newest ids).
    */
   hasAccepted(sourceId: string, signalId: string): boolean {
     return this.#o.history.has(this.#o.history.fingerprint(signalDedupId(sourceId, signalId)))
+  }
+
+  /** An accepted signal's log record, found by the `received_at` of its 202 (./signal-lookup.ts). */
+  findAccepted(sourceId: string, signalId: string, receivedAtMs: number, maxLagMs: number, budget: { records: number }): Promise<SignalLookup> {
+    return findSignal(this.#o.log, sourceId, signalId, receivedAtMs, maxLagMs, budget)
   }
 
   /**
@@ -317,7 +323,7 @@ export class IngestPipeline {
       throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
     if (awaitsTest(key)) await this.#markTested(req)
-    return accepted(source.source_id, remembered, appended.duplicate, appended.duplicate && this.#o.registry.isDisputed(source.source_id, record.signal_id))
+    return accepted(source.source_id, remembered, appended.duplicate, appended.duplicate && this.#o.registry.disputeOf(source.source_id, record.signal_id) !== undefined)
   }
 
   /** A signal the dedup index has no room to remember is refused, not accepted unguarded. */
@@ -581,17 +587,19 @@ function signalRecord(
  * The 202 body (spec 2.3). A replay answers for the original (DESIGN.md section 4: same
  * body, 202 with the original `received_at`), and so carries the original's `"test":
  * true` whatever key resent it: a test is recorded and never delivered, and the client
- * is told so rather than refused. It also tells the signal's state: `disputed` once an
- * accepted dispute names it (spec 3.2), since a replay is no new signal.
+ * is told so rather than refused. `"disputed": true` says that an accepted dispute has
+ * since moved the signal to state disputed (spec 3.2); `status` stays the spec's
+ * `accepted`, the outcome of this request.
  */
 function accepted(sourceId: string, record: DedupRecord, deduplicated: boolean, disputed: boolean): AcceptedBody {
   return {
     ok: true,
     signal_id: record.signalId,
     source_id: sourceId,
-    status: disputed ? 'disputed' : 'accepted',
+    status: 'accepted',
     received_at: new Date(record.receivedAtMs).toISOString(),
     ...(record.test ? { test: true as const } : {}),
     ...(deduplicated ? { deduplicated: true as const } : {}),
+    ...(disputed ? { disputed: true as const } : {}),
   }
 }

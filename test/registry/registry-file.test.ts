@@ -135,8 +135,9 @@ t.test('a snapshot is written in pieces, with turns of the event loop between, t
       {
         dispute_id: 'dsp_1',
         source_id: 's1',
+        creator_id: 'c1',
         key_id: 'k1',
-        signal_ids: ['sig_00000001'],
+        signals: [{ signal_id: 'sig_00000001', received_at: at, seq: 1 }],
         evidence: 'leaked',
         state: 'accepted' as const,
         opened_by: 'c1',

@@ -1,6 +1,6 @@
 import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
-import { Registry, REGISTRY_LIMITS, type RegistryChange, type RegistryStore } from '../../registry/index.js'
+import { DISPUTE_LIMITS, Registry, REGISTRY_LIMITS, type RegistryChange, type RegistryStore } from '../../registry/index.js'
 import { replayChanges } from '../../registry/registry-store.js'
 import { RetiredKeys } from '../../registry/retired-keys.js'
 import type { RegistrySnapshot } from '../../registry/records.js'
@@ -303,39 +303,98 @@ t.test('a token is never created before the newest one, even when the clock step
   t.ok((await reopened.createToken('creator', 'c1')).record.created_at > a.record.created_at, 'and moves on with the clock')
 })
 
+const disputed = (...ids: string[]) => ids.map((signal_id, i) => ({ signal_id, received_at: '2026-01-01T00:00:00.000Z', seq: i + 1 }))
+
 t.test('a dispute that cannot be saved is neither opened nor decided, and a saved one reads back after a reopen', async (t) => {
   const { store, registry, source, key } = await setup()
   await registry.revokeKey(source.source_id, key.key_id)
-  const input = { sourceId: source.source_id, keyId: key.key_id, signalIds: ['sig_00000001', 'sig_00000002'], evidence: 'leaked', openedBy: 'c1' }
+  const input = { source, keyId: key.key_id, signals: disputed('sig_00000001', 'sig_00000002'), evidence: 'leaked', openedBy: 'c1' }
   store.failNext = true
   await t.rejects(registry.openDispute(input), { code: 'ENOSPC' })
   t.same(registry.disputesOf(source.source_id), [], 'the failed dispute is not held')
   const opened = await registry.openDispute(input)
+  t.equal(opened.creator_id, 'c1')
 
   store.failNext = true
   await t.rejects(registry.resolveDispute(source.source_id, opened.dispute_id, 'accepted', 'ok'), { code: 'ENOSPC' })
   t.equal(registry.dispute(source.source_id, opened.dispute_id)?.state, 'open', 'the failed decision is undone')
-  t.equal(registry.isDisputed(source.source_id, 'sig_00000001'), false, 'and disputed no signal')
+  t.equal(registry.disputeOf(source.source_id, 'sig_00000001'), undefined, 'and disputed no signal')
   t.equal(store.saved?.disputes?.[0]?.state, 'open', 'disk unchanged')
 
   await registry.resolveDispute(source.source_id, opened.dispute_id, 'accepted', 'ok')
-  t.equal(registry.isDisputed(source.source_id, 'sig_00000002'), true)
-  t.equal(registry.isDisputed(source.source_id, 'sig_00000003'), false)
+  t.equal(registry.disputeOf(source.source_id, 'sig_00000002'), opened.dispute_id)
+  t.equal(registry.disputeOf(source.source_id, 'sig_00000003'), undefined)
   const reopened = await Registry.open(store, 'admin-secret')
   t.equal(reopened.dispute(source.source_id, opened.dispute_id)?.state, 'accepted')
-  t.equal(reopened.isDisputed(source.source_id, 'sig_00000001'), true, 'the disputed state is rebuilt on load')
-  t.equal(reopened.isDisputed('src_other', 'sig_00000001'), false, 'and only for its own source')
+  t.equal(reopened.disputeOf(source.source_id, 'sig_00000001'), opened.dispute_id, 'the disputed state is rebuilt on load')
+  t.equal(reopened.disputeOf('src_other', 'sig_00000001'), undefined, 'and only for its own source')
 })
 
-t.test('a second dispute naming an already disputed signal that fails to save leaves it disputed', async (t) => {
-  const { store, registry, source, key } = await setup()
+t.test('a decision is final: reversed or repeated with another note it is refused and changes nothing', async (t) => {
+  const { registry, source, key } = await setup()
   await registry.revokeKey(source.source_id, key.key_id)
-  const input = { sourceId: source.source_id, keyId: key.key_id, signalIds: ['sig_00000001'], evidence: 'leaked', openedBy: 'c1' }
+  const input = { source, keyId: key.key_id, signals: disputed('sig_00000001'), evidence: 'leaked', openedBy: 'c1' }
+  const accepted = await registry.openDispute(input)
+  await registry.resolveDispute(source.source_id, accepted.dispute_id, 'accepted', 'checked')
+  await t.rejects(registry.resolveDispute(source.source_id, accepted.dispute_id, 'rejected', null), { code: 'invalid_dispute_state' })
+  await t.rejects(registry.resolveDispute(source.source_id, accepted.dispute_id, 'accepted', 'another note'), { code: 'invalid_dispute_state' })
+  t.equal((await registry.resolveDispute(source.source_id, accepted.dispute_id, 'accepted', null)).resolution, 'checked', 'repeating it without a note changes nothing')
+  t.equal(registry.dispute(source.source_id, accepted.dispute_id)?.state, 'accepted')
+  t.equal(registry.disputeOf(source.source_id, 'sig_00000001'), accepted.dispute_id, 'the signal stays disputed')
+
+  const rejected = await registry.openDispute({ ...input, signals: disputed('sig_00000002') })
+  await registry.resolveDispute(source.source_id, rejected.dispute_id, 'rejected', null)
+  await t.rejects(registry.resolveDispute(source.source_id, rejected.dispute_id, 'accepted', null), { code: 'invalid_dispute_state' })
+  t.equal(registry.disputeOf(source.source_id, 'sig_00000002'), undefined, 'a rejected dispute moves no signal')
+})
+
+t.test('disputes are bounded per source, per creator and in all, counting every state', async (t) => {
+  const { registry, source, key } = await setup()
+  await registry.revokeKey(source.source_id, key.key_id)
+  const input = { source, keyId: key.key_id, signals: disputed('sig_00000001'), evidence: 'leaked', openedBy: 'c1' }
   const first = await registry.openDispute(input)
-  const second = await registry.openDispute({ ...input, signalIds: ['sig_00000001', 'sig_00000009'] })
-  await registry.resolveDispute(source.source_id, first.dispute_id, 'accepted', null)
-  store.failNext = true
-  await t.rejects(registry.resolveDispute(source.source_id, second.dispute_id, 'accepted', null))
-  t.equal(registry.isDisputed(source.source_id, 'sig_00000001'), true, 'the first decision still stands')
-  t.equal(registry.isDisputed(source.source_id, 'sig_00000009'), false)
+  await registry.resolveDispute(source.source_id, first.dispute_id, 'rejected', null)
+  for (let i = 1; i < DISPUTE_LIMITS.perSource; i++) await registry.openDispute(input)
+  await t.rejects(registry.openDispute(input), { code: 'limit_exceeded', message: /source/ }, 'a decided dispute still counts')
+  t.same(
+    registry.disputesOf(source.source_id).map((d) => d.dispute_id).at(-1),
+    first.dispute_id,
+    'listed newest first',
+  )
+  // The same creator's other sources share its bound.
+  const agent = await registry.createAgent({ agent_id: 'a2', creator_id: 'c1', slots: 10 })
+  let refused: unknown
+  for (let n = 0; refused === undefined && n < 10; n++) {
+    const other = await registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } })
+    const otherKey = await registry.addKey(other.source_id, rawKey())
+    await registry.revokeKey(other.source_id, otherKey.key_id)
+    for (let i = 0; i < DISPUTE_LIMITS.perSource; i++) {
+      refused = await registry.openDispute({ ...input, source: other, keyId: otherKey.key_id }).then(() => undefined, (err: unknown) => err)
+      if (refused !== undefined) break
+    }
+  }
+  t.match(refused, { code: 'limit_exceeded', message: /creator/ })
+})
+
+t.test('disputes are in the whole-state snapshot a store writes when it compacts', async (t) => {
+  // A store that keeps only the state `current()` gives, as the file adapter does once its change log outgrows its snapshot.
+  const store = new (class implements RegistryStore {
+    saved: RegistrySnapshot | undefined
+    async load() {
+      return structuredClone(this.saved)
+    }
+    async append(_change: RegistryChange, current: () => RegistrySnapshot) {
+      this.saved = structuredClone(current())
+    }
+  })()
+  const registry = await Registry.open(store, 'admin-secret')
+  const agent = await registry.createAgent({ agent_id: 'a1', creator_id: 'c1', slots: 1 })
+  const source = await registry.createSource({ agent, manifest: MANIFEST as any, listing: { public_receipts: false } })
+  const key = await registry.addKey(source.source_id, rawKey())
+  await registry.revokeKey(source.source_id, key.key_id)
+  const opened = await registry.openDispute({ source, keyId: key.key_id, signals: disputed('sig_00000001'), evidence: 'leaked', openedBy: 'c1' })
+  await registry.resolveDispute(source.source_id, opened.dispute_id, 'accepted', null)
+  const reopened = await Registry.open(store, 'admin-secret')
+  t.equal(reopened.dispute(source.source_id, opened.dispute_id)?.state, 'accepted')
+  t.equal(reopened.disputeOf(source.source_id, 'sig_00000001'), opened.dispute_id)
 })
