@@ -25,6 +25,18 @@ const withBody = (...own: number[]) => control(400, 413, ...own)
 const path = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } })
 const header = (name: string, description: string, required = true) => ({ name, in: 'header', required, description, schema: { type: 'string' } })
 
+/** The review's decision on a dispute: the same request for either outcome. */
+const decision = (action: 'accept' | 'reject', description: string) => ({
+  [`/v1/byo/sources/{source_id}/disputes/{dispute_id}/${action}`]: {
+    post: {
+      security: bearer,
+      parameters: [path('source_id'), path('dispute_id')],
+      requestBody: json(ResolveDisputeRequest),
+      responses: { '200': { description, ...ok({}) }, ...withBody(404, 409) },
+    },
+  },
+})
+
 /**
  * The OpenAPI 3.1 document, generated from the same TypeBox schemas the gateway
  * validates with, so the published contract cannot drift from the code.
@@ -106,22 +118,8 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           responses: { '200': { description: 'the signal state (spec 3.2): accepted or disputed, with dispute_id', ...ok({}) }, ...control(404) },
         },
       },
-      '/v1/byo/sources/{source_id}/disputes/{dispute_id}/accept': {
-        post: {
-          security: bearer,
-          parameters: [path('source_id'), path('dispute_id')],
-          requestBody: json(ResolveDisputeRequest),
-          responses: { '200': { description: 'accepted dispute (admin token): its signals are disputed', ...ok({}) }, ...withBody(404, 409) },
-        },
-      },
-      '/v1/byo/sources/{source_id}/disputes/{dispute_id}/reject': {
-        post: {
-          security: bearer,
-          parameters: [path('source_id'), path('dispute_id')],
-          requestBody: json(ResolveDisputeRequest),
-          responses: { '200': { description: 'rejected dispute (admin token)', ...ok({}) }, ...withBody(404, 409) },
-        },
-      },
+      ...decision('accept', 'accepted dispute (admin token): its signals are disputed'),
+      ...decision('reject', 'rejected dispute (admin token)'),
       '/v1/byo/agents/{agent_id}': { get: { security: bearer, parameters: [path('agent_id')], responses: { '200': { description: 'agent with slots_used and open_slots', ...ok({}) }, ...control(404) } } },
       '/v1/byo/agents/{agent_id}/sources': {
         get: {
