@@ -12,6 +12,11 @@ const LINES_PER_PIECE = 2000
 
 const NAME = /^refusals\.([1-9][0-9]{0,15})\.jsonl$/
 
+/** First line of a rewritten file: the lines of `generation` from byte `offset` on came after it. */
+interface SnapshotMark {
+  readonly after: { readonly generation: number; readonly offset: number }
+}
+
 /**
  * The ingest-error history on disk: one file of JSON lines, appended after each answer
  * and never synced line by line (diagnostics must not slow ingest down). What the file
@@ -25,7 +30,11 @@ const NAME = /^refusals\.([1-9][0-9]{0,15})\.jsonl$/
  *
  * A crash loses at most the lines the kernel had not written back: a torn or damaged
  * line is skipped at load. Lines appended while a rewrite runs go to the old file and
- * are written again after the new one's, so the rewrite loses none.
+ * are written again after the new one's, so the rewrite loses none. A rewritten file
+ * opens with a line naming where in the old file those lines begin (`SnapshotMark`):
+ * a crash before appends move to the new file leaves them only in the old one, and the
+ * next start reads the old file from there and nothing before, which the new file
+ * holds already, or dropped on purpose.
  */
 export class RefusalFile {
   readonly #dir: string
@@ -90,14 +99,29 @@ export class RefusalFile {
    * it is newer than what it already holds: the lines appended while a rewrite ran.
    */
   async *lines(): AsyncGenerator<string> {
+    let mark: SnapshotMark['after'] | undefined
     for (const generation of [this.#generation, ...this.#older]) {
       if (generation === 0) continue
+      let start = 0
+      if (mark !== undefined) {
+        // Older than the marked one: read before the snapshot was taken, so in it already.
+        if (generation !== mark.generation) continue
+        start = mark.offset
+      }
+      let first = generation === this.#generation
       let rest = ''
-      for await (const chunk of createReadStream(join(this.#dir, fileName(generation)), { encoding: 'utf8', highWaterMark: 256 * 1024 })) {
+      for await (const chunk of createReadStream(join(this.#dir, fileName(generation)), { encoding: 'utf8', highWaterMark: 256 * 1024, start })) {
         const text = rest + (chunk as string)
         const parts = text.split('\n')
         rest = parts.pop() as string
-        for (const line of parts) if (line.length > 0) yield line
+        for (const line of parts) {
+          if (first) {
+            first = false
+            mark = snapshotMarkOf(line)
+            if (mark !== undefined) continue
+          }
+          if (line.length > 0) yield line
+        }
       }
     }
   }
@@ -161,11 +185,16 @@ export class RefusalFile {
 
   async #rewrite(lines: Iterable<string>): Promise<void> {
     this.#during = []
-    const next = this.#generation + 1
+    const previous = this.#generation
+    const next = previous + 1
     const path = join(this.#dir, fileName(next))
+    // Where the lines appended from now on will start in the current file: its size once
+    // the appends asked for so far are written, which happens in the order asked.
+    const offset = await new Promise<number>((resolve) => this.#queue(async () => resolve(this.#size)))
+    const mark: SnapshotMark = { after: { generation: previous, offset } }
     let bytes = 0
     const pieces = async function* () {
-      let batch: string[] = []
+      let batch: string[] = [`${JSON.stringify(mark)}\n`]
       for (const line of lines) {
         batch.push(line)
         if (batch.length < LINES_PER_PIECE) continue
@@ -230,6 +259,17 @@ export class RefusalFile {
   #path(): string {
     return join(this.#dir, fileName(this.#generation))
   }
+}
+
+function snapshotMarkOf(line: string): SnapshotMark['after'] | undefined {
+  if (!line.startsWith('{"after":')) return undefined
+  try {
+    const { after } = JSON.parse(line) as Partial<SnapshotMark>
+    if (after !== undefined && Number.isSafeInteger(after.generation) && Number.isSafeInteger(after.offset) && after.offset >= 0) return after
+  } catch {
+    // A damaged mark: read the older files whole, as for a file written before marks.
+  }
+  return undefined
 }
 
 function fileName(generation: number): string {

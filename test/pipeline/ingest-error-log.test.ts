@@ -1,4 +1,4 @@
-import { appendFile, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { appendFile, link, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test as Tap } from 'tap'
@@ -116,14 +116,27 @@ t.test('refusals made while the file is rewritten are kept once each', async (t)
   while (i < 60_000) {
     for (let j = 0; j < 500; j++, i++) errors.record(`s${i % 3}`, refusal(i))
     await settle()
+    // A second name for the first file: it outlives the rewrite's removal of the first.
+    if (i === 500) await link(join(dir, 'refusals.1.jsonl'), join(dir, 'first'))
   }
   await errors.close()
   const reopened = await openErrors(t, dir, { perSource: 100_000, maxUnverified: 1_000_000 })
   const all = [0, 1, 2].flatMap((k) => listAll(reopened, `s${k}`, 10_000))
   t.equal(all.length, 60_000, 'none lost')
   t.equal(new Set(all).size, 60_000, 'none twice')
-  const lines = (await readFile(await historyFile(dir), 'utf8')).split('\n').filter(Boolean).length
-  t.equal(lines, 60_000, 'the file holds each record once')
+  const [mark, ...lines] = (await readFile(join(dir, 'refusals.2.jsonl'), 'utf8')).split('\n').filter(Boolean)
+  t.equal(lines.length, 60_000, 'the file holds each record once')
+  // The mark names where the appends made during the rewrite begin in the first file:
+  // what comes before is the rewrite's copy of memory, what comes after follows that copy.
+  const after = JSON.parse(mark as string).after as { generation: number; offset: number }
+  t.equal(after.generation, 1, 'the rewritten file names the one it replaced')
+  const first = await readFile(join(dir, 'first'))
+  const ids = (text: string) => text.split('\n').filter(Boolean).map((l) => JSON.parse(l).request_id as string)
+  const before = ids(first.subarray(0, after.offset).toString())
+  const during = ids(first.subarray(after.offset).toString())
+  t.ok(before.length > 0 && during.length > 0, `${before.length} lines before the mark, ${during.length} after`)
+  t.same(lines.slice(before.length, before.length + during.length).map((l) => JSON.parse(l).request_id), during, 'the lines after the mark follow the copy in the new file')
+  t.same(new Set(lines.slice(0, before.length).map((l) => JSON.parse(l).request_id)), new Set(before), 'the copy is what came before the mark')
   await reopened.close()
 })
 
@@ -183,6 +196,23 @@ t.test('a crash after a rewrite put its file in place but before appends moved t
   const again = await openErrors(t, dir)
   t.equal(listAll(again, 's0').length + listAll(again, 's1').length, 100, 'and so after the next start')
   await again.close()
+})
+
+t.test('after such a crash, what the rewrite left out stays out: the old file is read only from where its appends began', async (t) => {
+  const dir = await folder(t)
+  const errors = await openErrors(t, dir)
+  for (let i = 0; i < 10; i++) errors.record(i < 4 ? 'cut' : 'kept', refusal(i))
+  await errors.close()
+  // Generation 2 as a rewrite writes it when memory had cut source "cut" to nothing (its
+  // bound on unsigned refusals is shared with every source): the mark, then what memory
+  // held (req-4 to req-7). req-8 and req-9 were appended while it was written.
+  const lines = (await readFile(join(dir, 'refusals.1.jsonl'), 'utf8')).split('\n').filter(Boolean).map((l) => `${l}\n`)
+  const offset = Buffer.byteLength(lines.slice(0, 8).join(''))
+  await writeFile(join(dir, 'refusals.2.jsonl'), `${JSON.stringify({ after: { generation: 1, offset } })}\n${lines.slice(4, 8).join('')}`)
+  const reopened = await openErrors(t, dir)
+  t.same(listAll(reopened, 'kept'), ['req-9', 'req-8', 'req-7', 'req-6', 'req-5', 'req-4'], 'the snapshot, and the appends after the mark')
+  t.same(listAll(reopened, 'cut'), [], 'what was cut before the snapshot does not come back')
+  await reopened.close()
 })
 
 t.test('a refusal recorded after a crash tore the last line is not lost with it', async (t) => {
