@@ -7,6 +7,13 @@ import { replaceFileDurably, syncDir, unlinkIfPresent, writeFully } from '../jou
 /** Appended bytes that start a rewrite at the least, however small the history held. */
 const MIN_COMPACT_BYTES = 8 * 1024 * 1024
 
+/**
+ * How long an appended line waits at most before it is synced: what a crash of the
+ * machine (not of the process, whose writes the kernel keeps) can lose. One sync per
+ * second at most, off the event loop, so a flood of refusals costs ingest nothing.
+ */
+const SYNC_DELAY_MS = 1000
+
 /** Lines written between two turns of the event loop when the history is rewritten. */
 const LINES_PER_PIECE = 2000
 
@@ -19,7 +26,7 @@ interface SnapshotMark {
 
 /**
  * The ingest-error history on disk: one file of JSON lines, appended after each answer
- * and never synced line by line (diagnostics must not slow ingest down). What the file
+ * and synced within a second, never line by line (diagnostics must not slow ingest down). What the file
  * keeps is decided in memory, where each source has its own bounds (IngestErrorLog): once
  * the lines appended since the last rewrite outweigh what memory holds (or 8 MB), the
  * file is rewritten as exactly what memory holds, under the next generation number
@@ -54,6 +61,8 @@ export class RefusalFile {
   #rewriting = false
   /** Set while a rewrite writes its file: the lines appended meanwhile, for the new file. */
   #during: Buffer[] | undefined
+  /** Set while appended lines wait for their sync. */
+  #syncTimer: NodeJS.Timeout | undefined
 
   private constructor(dir: string, generation: number, onWriteError: (err: unknown) => void) {
     this.#dir = dir
@@ -155,6 +164,19 @@ export class RefusalFile {
       }
       this.#put(lines)
     })
+    this.#syncSoon()
+  }
+
+  /** Syncs the current file within SYNC_DELAY_MS, in its turn behind the appends. */
+  #syncSoon(): void {
+    if (this.#syncTimer !== undefined) return
+    this.#syncTimer = setTimeout(() => {
+      this.#syncTimer = undefined
+      this.#queue(async () => {
+        await this.#handle?.datasync()
+      })
+    }, SYNC_DELAY_MS)
+    this.#syncTimer.unref()
   }
 
   /** Runs file work in the order it was asked for, even across the awaits of opening a file. */
@@ -232,7 +254,10 @@ export class RefusalFile {
           this.#dueAt = Math.max(MIN_COMPACT_BYTES, bytes)
           // Past the rewritten part: the lines written again, and those asked for since.
           this.#appendedBytes = during.length + this.#appendedBytes - appendedBefore
-          if (during.length > 0) this.#put(during)
+          if (during.length > 0) {
+            this.#put(during)
+            this.#syncSoon()
+          }
           await old?.close()
           if (old !== undefined) await unlinkIfPresent(oldPath)
           resolve()
@@ -245,6 +270,8 @@ export class RefusalFile {
 
   /** Writes back what was appended and closes; the next start reads it. */
   async close(): Promise<void> {
+    clearTimeout(this.#syncTimer)
+    this.#syncTimer = undefined
     await this.#writing
     const handle = this.#handle
     this.#handle = undefined

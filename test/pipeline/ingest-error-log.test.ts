@@ -1,4 +1,4 @@
-import { appendFile, link, mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { appendFile, link, mkdir, mkdtemp, open, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test as Tap } from 'tap'
@@ -213,6 +213,35 @@ t.test('after such a crash, what the rewrite left out stays out: the old file is
   t.same(listAll(reopened, 'kept'), ['req-9', 'req-8', 'req-7', 'req-6', 'req-5', 'req-4'], 'the snapshot, and the appends after the mark')
   t.same(listAll(reopened, 'cut'), [], 'what was cut before the snapshot does not come back')
   await reopened.close()
+})
+
+t.test('appended refusals are synced within a second, once for a burst, so a crash of the machine loses at most that second', async (t) => {
+  const dir = await folder(t)
+  // Counts the syncs of every file handle (the history's own is opened inside).
+  const probe = await open(join(dir, 'probe'), 'w')
+  const proto = Object.getPrototypeOf(probe) as { datasync: () => Promise<void> }
+  await probe.close()
+  const datasync = proto.datasync
+  let syncs = 0
+  proto.datasync = function (this: unknown) {
+    syncs++
+    return datasync.call(this)
+  }
+  t.teardown(() => {
+    proto.datasync = datasync
+  })
+  const errors = await openErrors(t, dir)
+  for (let i = 0; i < 50; i++) {
+    errors.record('src', refusal(i))
+    await settle()
+  }
+  t.equal(syncs, 0, 'not line by line')
+  await new Promise((resolve) => setTimeout(resolve, 1300))
+  t.equal(syncs, 1, 'one sync for the burst, within a second')
+  errors.record('src', refusal(50))
+  await new Promise((resolve) => setTimeout(resolve, 1300))
+  t.equal(syncs, 2, 'and again for what came after it')
+  await errors.close()
 })
 
 t.test('a refusal recorded after a crash tore the last line is not lost with it', async (t) => {
