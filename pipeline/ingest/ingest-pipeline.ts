@@ -205,6 +205,7 @@ export class IngestPipeline {
           assertNotRevoked(req.key)
           continue
         case 'replay':
+          if (found.unboundKey !== undefined) this.#bindKey(sourceId, found.unboundKey, found.record)
           if (awaitsTest(req.key)) await this.#markTested(req)
           return accepted(sourceId, found.record, true, this.#o.registry.disputeOf(sourceId, found.record.signalId) !== undefined)
         case 'conflict':
@@ -326,9 +327,20 @@ export class IngestPipeline {
     return accepted(source.source_id, remembered, appended.duplicate, appended.duplicate && this.#o.registry.disputeOf(source.source_id, record.signal_id) !== undefined)
   }
 
+  /** The Idempotency-Key a replay brought, bound to its signal; refused like a new signal when there is no room for it. */
+  #bindKey(sourceId: string, idempotencyKey: string, record: DedupRecord): void {
+    const release = this.#roomFor(sourceId, idempotencyKey, undefined)
+    this.#dedup.bindKey(sourceId, idempotencyKey, record)
+    release()
+  }
+
   /** A signal the dedup index has no room to remember is refused, not accepted unguarded. */
   #dedupRoom(req: SignedRequest, signalId: string): () => void {
-    const room = this.#dedup.takeRoom(req.source.source_id, signalId, req.idempotencyKey, this.#o.now())
+    return this.#roomFor(req.source.source_id, signalId, req.idempotencyKey)
+  }
+
+  #roomFor(sourceId: string, signalId: string, idempotencyKey: string | undefined): () => void {
+    const room = this.#dedup.takeRoom(sourceId, signalId, idempotencyKey, this.#o.now())
     switch (room) {
       case 'source_full':
         // Reached only by a source near its max_rate all window long with an Idempotency-Key unlike each signal_id.

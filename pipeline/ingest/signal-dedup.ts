@@ -31,7 +31,12 @@ export interface DedupRecord {
 
 export type DedupLookup =
   | { readonly kind: 'new' }
-  | { readonly kind: 'replay'; readonly record: DedupRecord }
+  /**
+   * `unboundKey`: the request's Idempotency-Key, held for no signal yet. Answering the
+   * replay uses it, so the caller binds it to this signal (`bindKey`): the same key with
+   * another body is then a conflict, and this very request sent again a replay.
+   */
+  | { readonly kind: 'replay'; readonly record: DedupRecord; readonly unboundKey?: string }
   | { readonly kind: 'conflict' }
   /** Another request with the same id is between check and append: wait for it. */
   | { readonly kind: 'in_flight'; readonly settled: Promise<void> }
@@ -180,22 +185,36 @@ export class SignalDedup {
     // always another signal: this signal_id was already used as its Idempotency-Key.
     const signalIdAsKey = this.#findHash(this.#byIdempotencyKey, source, this.#signalHash, now)
     if (signalIdAsKey !== undefined && !this.#same(signalIdAsKey)) return { kind: 'conflict' }
+    let keyHeld = true
     if (separateKey !== undefined) {
       // The key may be held under its own entry, or be another signal's own id.
       const byKey = this.#find(this.#byIdempotencyKey, source, separateKey, now) ?? this.#find(this.#bySignal, source, separateKey, now)
       if (byKey !== undefined && !this.#same(byKey)) return { kind: 'conflict' }
+      keyHeld = byKey !== undefined
     }
     if (bySignal === undefined) return { kind: 'new' }
     const { table, shard, slot } = bySignal
-    return {
-      kind: 'replay',
-      record: {
-        bodySha256,
-        signalId,
-        receivedAtMs: (table.receivedAt[shard] as () => Float64Array)()[slot] as number,
-        test: (table.test[shard] as () => Uint8Array)()[slot] === 1,
-      },
+    const record: DedupRecord = {
+      bodySha256,
+      signalId,
+      receivedAtMs: (table.receivedAt[shard] as () => Float64Array)()[slot] as number,
+      test: (table.test[shard] as () => Uint8Array)()[slot] === 1,
     }
+    return keyHeld ? { kind: 'replay', record } : { kind: 'replay', record, unboundKey: separateKey as string }
+  }
+
+  /**
+   * Binds an Idempotency-Key a replay used to the signal it replayed, until that signal's
+   * entry expires; the caller took room for one entry first (`takeRoom` without a key).
+   * Call it in the turn of the lookup that returned `unboundKey`, so no other request
+   * can claim the key in between.
+   */
+  bindKey(sourceId: string, idempotencyKey: string, record: DedupRecord): void {
+    const source = this.#source(sourceId)
+    bodyWords(record.bodySha256, this.#words)
+    this.#hasher.hash(record.signalId, source, this.#signalHash)
+    this.#hasher.hash(idempotencyKey, source, this.#idHash)
+    this.#store(this.#byIdempotencyKey, source, this.#idHash, record.receivedAtMs + this.#windowMs, record)
   }
 
   /**

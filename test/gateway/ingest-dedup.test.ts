@@ -66,6 +66,24 @@ t.test('a retry with an Idempotency-Key other than its signal_id and the identic
   t.equal(retry.body.received_at, first.body.received_at)
 })
 
+t.test('an Idempotency-Key first used by a deduplicated retry is bound to that signal: another body under it is 409, the retry again 202', async (t) => {
+  for (const originalKey of [undefined, `idem_first_${Date.now()}`]) {
+    const p = payload(src.sourceId)
+    const key = `idem_late_${Date.now()}_${originalKey === undefined ? 'a' : 'b'}`
+    const first = await push(gw, src.sign(p, originalKey === undefined ? {} : { idempotencyKey: originalKey }))
+    t.equal(first.status, 202)
+    const retry = await push(gw, src.sign(p, { idempotencyKey: key }))
+    t.equal(retry.status, 202, 'the retry under a new key is deduplicated')
+    t.equal(retry.body.deduplicated, true)
+    const other = await push(gw, src.sign(payload(src.sourceId), { idempotencyKey: key }))
+    t.equal(other.status, 409, 'another signal under the key the retry used')
+    t.equal(other.body.error?.code, 'idempotency_conflict')
+    const again = await push(gw, src.sign(p, { idempotencyKey: key }))
+    t.equal(again.status, 202, 'the retry sent again')
+    t.equal(again.body.received_at, first.body.received_at)
+  }
+})
+
 t.test('a signal_id equal to an Idempotency-Key another signal used is refused with 409 idempotency_conflict', async (t) => {
   const key = `idem_as_id_${Date.now()}`
   t.equal((await push(gw, src.sign(payload(src.sourceId), { idempotencyKey: key }))).status, 202)
