@@ -22,6 +22,8 @@ const bearer = [{ bearer: [] }]
  */
 const control = (...own: number[]) => errors(...new Set([401, 403, 503, ...own].sort((a, b) => a - b)))
 const withBody = (...own: number[]) => control(400, 413, ...own)
+/** Actions that take no input: no body at all, or `{}`. */
+const noInput = { required: false, ...json({ type: 'object', maxProperties: 0 }) }
 const path = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } })
 const header = (name: string, description: string, required = true) => ({ name, in: 'header', required, description, schema: { type: 'string' } })
 
@@ -82,7 +84,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         },
       },
       '/v1/admin/tokens/{token_id}': { get: { security: bearer, parameters: [path('token_id')], responses: { '200': { description: 'token record', ...ok({}) }, ...control(404) } } },
-      '/v1/admin/tokens/{token_id}/revoke': { post: { security: bearer, parameters: [path('token_id')], responses: { '200': { description: 'revoked token record; repeating it changes nothing', ...ok({}) }, ...control(404) } } },
+      '/v1/admin/tokens/{token_id}/revoke': { post: { security: bearer, parameters: [path('token_id')], requestBody: noInput, responses: { '200': { description: 'revoked token record; repeating it changes nothing', ...ok({}) }, ...withBody(404) } } },
       '/v1/admin/agents': { post: { security: bearer, requestBody: json(CreateAgentRequest), responses: { '201': { description: 'agent', ...ok({}) }, ...withBody(409) } } },
       '/v1/byo/sources': { post: { security: bearer, requestBody: json(CreateSourceRequest), responses: { '201': { description: 'source_id and ingest_endpoint', ...ok({}) }, ...withBody(404, 409) } } },
       '/v1/byo/sources/{source_id}': { get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'source', ...ok({}) }, ...control(404) } } },
@@ -90,8 +92,8 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'keys', ...ok({ type: 'array' }) }, ...control(404) } },
         post: { security: bearer, parameters: [path('source_id')], requestBody: json(RegisterKeyRequest), responses: { '201': { description: 'pending key', ...ok({}) }, ...withBody(404, 409) } },
       },
-      '/v1/byo/sources/{source_id}/keys/{key_id}/promote': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], responses: { '200': { description: 'active key', ...ok({}) }, ...control(404, 409) } } },
-      '/v1/byo/sources/{source_id}/keys/{key_id}/revoke': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], responses: { '200': { description: 'revoked key', ...ok({}) }, ...control(404) } } },
+      '/v1/byo/sources/{source_id}/keys/{key_id}/promote': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], requestBody: noInput, responses: { '200': { description: 'active key', ...ok({}) }, ...withBody(404, 409) } } },
+      '/v1/byo/sources/{source_id}/keys/{key_id}/revoke': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], requestBody: noInput, responses: { '200': { description: 'revoked key', ...ok({}) }, ...withBody(404) } } },
       '/v1/byo/sources/{source_id}/ingest-errors': {
         get: {
           security: bearer,

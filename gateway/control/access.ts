@@ -15,10 +15,18 @@ export function ownedSource(registry: Registry, principal: Principal, sourceId: 
   throw new ApiError('not_found', 'no such source')
 }
 
+/** `body` is undefined when the request had none: read as `{}`, so optional bodies may be left out. A JSON `null` is a body, and not an object. */
 export function parseBody<T>(check: BodyCheck<T>, body: unknown): T {
-  const result = check(body ?? {})
+  const result = check(body === undefined ? {} : body)
   if (!result.ok) throw new ApiError('invalid_request', result.problem)
   return result.value
+}
+
+/** For actions that take no input: no body, or `{}`; anything else is a mistake worth naming. */
+export function noBody(body: unknown): void {
+  if (body === undefined) return
+  if (typeof body === 'object' && body !== null && !Array.isArray(body) && Object.keys(body).length === 0) return
+  throw new ApiError('invalid_request', 'this endpoint takes no body (or {})')
 }
 
 /** The agent if `principal` is its creator or the admin; anyone else gets the 404 of a missing one. */

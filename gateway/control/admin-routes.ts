@@ -2,7 +2,7 @@ import type { TokenRecord } from '../../registry/index.js'
 import { ApiError } from '../../schemas/api-error.js'
 import { checkCreateAgent, checkCreateToken } from '../../schemas/control.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { pageLimit, parseBody } from './access.js'
+import { noBody, pageLimit, parseBody } from './access.js'
 import { pageAfter } from './paging.js'
 
 export const TOKENS_PAGE = { default: 100, max: 1000 } as const
@@ -53,7 +53,8 @@ export function registerAdminRoutes(parts: JsonRoutesParts): void {
     return { status: 200, data: tokenView(record) }
   })
 
-  jsonRoute(parts, 'post', '/v1/admin/tokens/:token_id/revoke', { access: 'admin' }, async ({ params }) => {
+  jsonRoute(parts, 'post', '/v1/admin/tokens/:token_id/revoke', { access: 'admin' }, async ({ params, body }) => {
+    noBody(body)
     return { status: 200, data: tokenView(await registry.revokeToken(params[0] as string)) }
   })
 

@@ -2,7 +2,7 @@ import { parsePublicKey } from '../../registry/index.js'
 import { ApiError } from '../../schemas/api-error.js'
 import { checkRegisterKey } from '../../schemas/control.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { ownedSource, parseBody } from './access.js'
+import { noBody, ownedSource, parseBody } from './access.js'
 
 /**
  * Spec 3.1 and 5.3: register (pending), promote (after a test signal), revoke.
@@ -25,12 +25,14 @@ export function registerKeyRoutes(parts: JsonRoutesParts, ingestSettled: () => P
     return { status: 200, data: registry.keysOf(source.source_id), nextCursor: null }
   })
 
-  jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/keys/:key_id/promote', { access: 'creator' }, async ({ principal, params }) => {
+  jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/keys/:key_id/promote', { access: 'creator' }, async ({ principal, params, body }) => {
+    noBody(body)
     const source = ownedSource(registry, principal, params[0] as string)
     return { status: 200, data: await registry.promoteKey(source.source_id, params[1] as string) }
   })
 
-  jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/keys/:key_id/revoke', { access: 'creator' }, async ({ principal, params }) => {
+  jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/keys/:key_id/revoke', { access: 'creator' }, async ({ principal, params, body }) => {
+    noBody(body)
     const source = ownedSource(registry, principal, params[0] as string)
     const revoked = await registry.revokeKey(source.source_id, params[1] as string)
     await ingestSettled()

@@ -27,6 +27,7 @@
  * character, and a Uint8Array loop measured about 2.8 times faster than charCodeAt.
  */
 
+/** `reason` completes "body is not valid JSON: ..." and never quotes the input. */
 export type StrictJson = { ok: true; value: unknown } | { ok: false; reason: string }
 
 /** Containers (objects or arrays) open at once. Signal payloads are flat; 32 is generous. */
@@ -67,12 +68,12 @@ const setsAtDepth: (Set<string> | undefined)[] = []
 const LINEAR_KEYS = 16
 
 export function parseStrictJson(bytes: Uint8Array): StrictJson {
-  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return refuse('body starts with a byte order mark')
+  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return refuse('it starts with a byte order mark')
   let text: string
   try {
     text = decoder.decode(bytes)
   } catch {
-    return refuse('body is not valid UTF-8')
+    return refuse('it is not valid UTF-8')
   }
   const problem = scan(bytes, text)
   if (problem !== undefined) return refuse(problem)
@@ -80,7 +81,7 @@ export function parseStrictJson(bytes: Uint8Array): StrictJson {
     return { ok: true, value: JSON.parse(text) }
   } catch {
     // V8's message quotes the input; the reason stays generic instead.
-    return refuse('body is not valid JSON')
+    return refuse('syntax error')
   }
 }
 
@@ -229,7 +230,7 @@ function keyOf(b: Uint8Array, text: string, start: number, end: number, escaped:
 
 /** Records `key` for the object at `depth`; a problem if it is refused. */
 function addKey(key: string | undefined, depth: number): string | undefined {
-  if (key === undefined) return 'body is not valid JSON'
+  if (key === undefined) return 'syntax error'
   if (key === '__proto__') return 'forbidden key "__proto__"'
   const set = setsAtDepth[depth]
   if (set !== undefined) {

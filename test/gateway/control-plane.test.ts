@@ -459,6 +459,21 @@ t.test('control-plane bodies that are not strict JSON are refused with 400', asy
   })
   t.equal(res.status, 400)
   t.equal(res.body.error.code, 'invalid_request')
+  t.equal(res.body.error.message, 'body is not valid JSON: duplicate key "role"', 'the reason, said once')
+  const bad = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, rawBody: Buffer.from('{"role":'), headers: { 'content-type': 'application/json' } })
+  t.equal(bad.body.error.message, 'body is not valid JSON: syntax error')
+  // A body that is JSON but no object: null is not the left-out body that optional bodies allow.
+  const { sourceId } = await provision(gw)
+  const keyId = (await call(gw.url, 'GET', `/v1/byo/sources/${sourceId}/keys`, { token: gw.adminToken })).body.data[0].key_id
+  for (const raw of ['null', '[]', '"x"', '1', '{"reason":"leaked"}']) {
+    const res = await call(gw.url, 'POST', `/v1/byo/sources/${sourceId}/keys/${keyId}/revoke`, { token: gw.adminToken, rawBody: Buffer.from(raw), headers: { 'content-type': 'application/json' } })
+    t.equal(res.status, 400, raw)
+    t.equal(res.body.error.code, 'invalid_request', raw)
+  }
+  const key = (await call(gw.url, 'GET', `/v1/byo/sources/${sourceId}/keys`, { token: gw.adminToken })).body.data[0]
+  t.not(key.state, 'revoked', 'and the key is not revoked')
+  const empty = await call(gw.url, 'POST', `/v1/byo/sources/${sourceId}/keys/${keyId}/revoke`, { token: gw.adminToken, rawBody: Buffer.from('{}'), headers: { 'content-type': 'application/json' } })
+  t.equal(empty.body.data?.state, 'revoked', 'an empty object is no input')
 })
 
 t.test('the OpenAPI document lists every route, and each one it lists is served', async (t) => {

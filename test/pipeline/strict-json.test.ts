@@ -62,7 +62,7 @@ t.test('invalid UTF-8 is refused', async (t) => {
     ['byte 0xff', [0x7b, 0xff, 0x7d]],
   ]
   for (const [name, bytes] of cases) {
-    t.same(parseStrictJson(Uint8Array.from(bytes)), { ok: false, reason: 'body is not valid UTF-8' }, name)
+    t.same(parseStrictJson(Uint8Array.from(bytes)), { ok: false, reason: 'it is not valid UTF-8' }, name)
   }
 })
 
@@ -75,7 +75,7 @@ t.test('a byte order mark is refused', async (t) => {
 t.test('syntax errors are refused without echoing the input', async (t) => {
   for (const body of ['', ' ', '{', '{"a":1,}', '[1,]', "{'a':1}", '{"a" 1}', 'nul', '01', '"\t"', '{"a":1}}', '{"a":"\\x"}', 'NaN']) {
     // The scanner may spot some first; either way the reason is a fixed phrase.
-    t.match(verdict(body), /^(body is not valid JSON|unterminated string|unbalanced brackets)$/, JSON.stringify(body))
+    t.match(verdict(body), /^(syntax error|unterminated string|unbalanced brackets)$/, JSON.stringify(body))
   }
 })
 
@@ -189,7 +189,7 @@ t.test('numbers a double cannot hold to the digit are refused; exact ones in any
     t.same(parse(`[${numeral}]`), { ok: true, value: [value] }, numeral)
   }
   t.equal(verdict('{"s":"100.0000000000000001","k":12345678901234567890e0}'), 'a number has more than 15 significant digits, more than a double holds exactly', 'a long numeral in a string is a string; outside it is judged')
-  t.equal(verdict('{"c":01}'), 'body is not valid JSON', 'a malformed numeral is left to JSON.parse')
+  t.equal(verdict('{"c":01}'), 'syntax error', 'a malformed numeral is left to JSON.parse')
 })
 
 t.test('property: a numeral of up to 15 significant digits is read as its double; one of more is refused', async (t) => {
