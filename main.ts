@@ -1,6 +1,7 @@
 import { pino } from 'pino'
 import { ConfigError, describeConfig, loadConfig, missingNodeFlags } from './config/index.js'
 import { DataDirLockedError } from './data-dir-lock.js'
+import { PortInUseError } from './gateway/index.js'
 import { startService } from './service.js'
 
 /** sysexits.h EX_TEMPFAIL: a restart is expected to fix it. */
@@ -50,7 +51,7 @@ main().catch((err: unknown) => {
     process.stderr.write(`configuration error: ${err.message}\n`)
     process.exit(78)
   }
-  if (err instanceof DataDirLockedError) {
+  if (err instanceof DataDirLockedError || err instanceof PortInUseError) {
     process.stderr.write(`not started: ${err.message}\n`)
     process.exit(1)
   }

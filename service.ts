@@ -109,7 +109,11 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   // Start time grows with the state read back from disk; operators see where it went.
   const steps = stepTimer()
   const admin = await adminToken(config, dataDir)
-  if (admin.file !== undefined) logger.info({ file: admin.file }, 'admin token is in this file')
+  if (admin.file !== undefined) {
+    // The operator needs this line whatever LOG_LEVEL hides: without it, no admin call can be made.
+    if (logger.isLevelEnabled('info')) logger.info({ file: admin.file }, 'admin token is in this file')
+    else process.stderr.write(`admin token is in ${admin.file}\n`)
+  }
 
   const registry = await steps.time('registry', () => Registry.open(new RegistryFile(dataDir), admin.token))
   const dedupWindowMs = config.DEDUP_WINDOW_S * 1000

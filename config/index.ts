@@ -125,13 +125,33 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An origin, no path: the gateway serves /v1/... at its root, and a creator signs the
   // path it sends, so a prefix a proxy strips would break every signature.
   // No user:password@ either: the URL is handed out in every ingest_endpoint.
-  if (config.PUBLIC_BASE_URL !== '' && !/^https?:\/\/[^\s/?#@]+\/?$/.test(config.PUBLIC_BASE_URL)) {
-    throw new ConfigError(
-      `PUBLIC_BASE_URL=${JSON.stringify(config.PUBLIC_BASE_URL)} is not valid: give the http(s) origin the gateway is reached at, without a path or credentials, such as https://ingest.example.com`,
-    )
+  if (config.PUBLIC_BASE_URL !== '') {
+    const origin = originOf(config.PUBLIC_BASE_URL)
+    if (origin === undefined) {
+      throw new ConfigError(
+        `PUBLIC_BASE_URL=${JSON.stringify(config.PUBLIC_BASE_URL)} is not valid: give the http(s) origin the gateway is reached at, without a path or credentials, such as https://ingest.example.com`,
+      )
+    }
+    config.PUBLIC_BASE_URL = origin
   }
-  config.PUBLIC_BASE_URL = config.PUBLIC_BASE_URL.replace(/\/+$/, '')
   return config
+}
+
+/**
+ * The origin `value` names (scheme and host lower-cased, a default port dropped), if it is
+ * an http(s) URL with a host and nothing after it but an optional `/`. The WHATWG parser
+ * checks the host and port; the pattern refuses what it would quietly forgive (spaces,
+ * backslashes, an empty `?` or `#`).
+ */
+function originOf(value: string): string | undefined {
+  if (!/^https?:\/\/[^\s/?#@\\]+\/?$/i.test(value)) return undefined
+  let url: URL
+  try {
+    url = new URL(value)
+  } catch {
+    return undefined
+  }
+  return url.hostname === '' || url.pathname !== '/' ? undefined : url.origin
 }
 
 /** For the README and `--help`: every variable with its default. */

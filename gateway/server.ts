@@ -188,5 +188,14 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 function listenError(host: string, port: number): Error {
   const own = new Set(['0.0.0.0', '::', 'localhost', ...Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address))])
   if (!own.has(host)) return new ConfigError(`HOST=${JSON.stringify(host)} is not an address of this machine (it has ${[...own].join(', ')})`)
-  return new Error(`cannot listen on ${host}:${port}: the port is in use`)
+  return new PortInUseError(host, port)
+}
+
+/** Another process holds the port: not a configuration mistake, and a restart may outlive it. */
+export class PortInUseError extends Error {
+  readonly code = 'port_in_use'
+  constructor(host: string, port: number) {
+    super(`cannot listen on ${host}:${port}: the port is in use (PORT=${port})`)
+    this.name = 'PortInUseError'
+  }
 }

@@ -1,4 +1,4 @@
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -62,7 +62,7 @@ t.test('while the state is rebuilt the gateway listens: healthz alive, readyz st
 })
 
 t.test('a bad variable stops the start with a message naming it', async (t) => {
-  for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2'], ['ADMIN_TOKEN', 'short-admin-token'], ['ADMIN_TOKEN', `${'a'.repeat(20)} ${'b'.repeat(20)}`], ['ADMIN_TOKEN', 'x'.repeat(257)], ['PUBLIC_BASE_URL', 'https://ingest.example.com/prefix'], ['PUBLIC_BASE_URL', 'ftp://ingest.example.com'], ['PUBLIC_BASE_URL', 'https://user:pw@ingest.example.com'], ['HOST', 'not-a-host'], ['HOST', '256.1.1.1']] as const) {
+  for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2'], ['ADMIN_TOKEN', 'short-admin-token'], ['ADMIN_TOKEN', `${'a'.repeat(20)} ${'b'.repeat(20)}`], ['ADMIN_TOKEN', 'x'.repeat(257)], ['PUBLIC_BASE_URL', 'https://ingest.example.com/prefix'], ['PUBLIC_BASE_URL', 'ftp://ingest.example.com'], ['PUBLIC_BASE_URL', 'https://user:pw@ingest.example.com'], ...['http://host:99999', 'http://:80', 'http://[::1', 'http://a:b:c', 'http://%zz', 'https://ingest.example.com?', 'http://a\\b'].map((v) => ['PUBLIC_BASE_URL', v] as const), ['HOST', 'not-a-host'], ['HOST', '256.1.1.1']] as const) {
     const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], [name]: value, DATA_DIR: '/nonexistent/never' }, encoding: 'utf8', timeout: 20_000 })
     t.equal(run.status, 78, `${name}=${value} exits with EX_CONFIG`)
     t.match(run.stderr, name, `the message names ${name}`)
@@ -96,6 +96,29 @@ t.test('without ADMIN_TOKEN a token is generated into DATA_DIR/admin-token (mode
   t.ok(gw.output.some((l) => l.includes(file)), 'the log says where it is')
   const res = await call(gw.url, 'POST', '/v1/admin/tokens', { token, body: { role: 'creator', subject: 'c' } })
   t.equal(res.status, 201)
+})
+
+t.test('where the generated admin token is, is said also when LOG_LEVEL hides info lines', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'sgw-admin-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const proc = spawn(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, LOG_LEVEL: 'error' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const exited = new Promise((resolve) => proc.once('exit', resolve))
+  t.teardown(() => {
+    proc.kill('SIGKILL')
+    return exited
+  })
+  let said = ''
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`not said: ${said}`)), 20_000)
+    proc.stderr.on('data', (chunk: Buffer) => {
+      said += chunk.toString('utf8')
+      if (said.includes(join(dir, 'admin-token'))) {
+        clearTimeout(timer)
+        resolve()
+      }
+    })
+  })
+  t.match(said, `admin token is in ${join(dir, 'admin-token')}`)
 })
 
 t.test('an empty or too short DATA_DIR/admin-token stops the start instead of becoming the admin token', async (t) => {
@@ -186,7 +209,8 @@ t.test('one gateway per data folder and per port: a second start on either is re
     timeout: 20_000,
   })
   t.not(samePort.status, 0, 'a second gateway on the same port does not start (no SO_REUSEPORT sharing)')
-  t.match(samePort.stderr, `cannot listen on 127.0.0.1:${first.port}`)
+  t.match(samePort.stderr, `cannot listen on 127.0.0.1:${first.port}: the port is in use (PORT=${first.port})`)
+  t.notMatch(samePort.stderr, /\n\s+at /, 'a message, not a stack trace')
   const src = await provision(first)
   t.equal((await push(first, src.sign(payload(src.sourceId)))).status, 202, 'the first still serves')
   first.proc.kill('SIGTERM')

@@ -1,0 +1,21 @@
+import t from 'tap'
+import { ConfigError, loadConfig } from '../../config/index.js'
+
+t.test('PUBLIC_BASE_URL is kept as the origin it names: scheme and host lower-cased, a default port and a trailing slash dropped', async (t) => {
+  for (const [given, origin] of [
+    ['https://ingest.example.com', 'https://ingest.example.com'],
+    ['https://ingest.example.com/', 'https://ingest.example.com'],
+    ['HTTPS://Ingest.Example.COM:443/', 'https://ingest.example.com'],
+    ['http://127.0.0.1:8080', 'http://127.0.0.1:8080'],
+    ['http://[::1]:9000/', 'http://[::1]:9000'],
+  ]) {
+    t.equal(loadConfig({ PUBLIC_BASE_URL: given }).PUBLIC_BASE_URL, origin, given)
+  }
+  t.equal(loadConfig({}).PUBLIC_BASE_URL, '', 'unset: the bound port decides later')
+})
+
+t.test('a PUBLIC_BASE_URL that is not an http(s) origin is refused, naming the variable', async (t) => {
+  for (const bad of ['ingest.example.com', 'https://', 'http://host:99999', 'http://:80', 'http://[::1', 'http://a:b:c', 'http://%zz', 'https://x.com/p', 'https://x.com?', 'https://x.com#', 'https://u:p@x.com', 'https://x .com', 'ws://x.com']) {
+    t.throws(() => loadConfig({ PUBLIC_BASE_URL: bad }), { constructor: ConfigError, message: /^PUBLIC_BASE_URL=/ }, bad)
+  }
+})
