@@ -18,6 +18,8 @@ export const REGISTRY_LIMITS = {
   revokedTokens: 10_000,
   agents: 100_000,
   slotsPerAgent: 1000,
+  /** Sources in all: agents times slots alone would allow 100 million. */
+  sources: 100_000,
   /** Keys that can still sign (pending, active, grace). */
   liveKeysPerSource: 32,
   /**
@@ -298,6 +300,7 @@ export class Registry {
       if (this.slotsUsed(input.agent.agent_id) >= input.agent.slots) {
         throw new ApiError('no_open_slot', `agent ${input.agent.agent_id} has no open slot`)
       }
+      if (this.#sources.size >= REGISTRY_LIMITS.sources) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.sources} sources: ask the operator`)
       const source: SourceRecord = {
         source_id: newId('src'),
         agent_id: input.agent.agent_id,

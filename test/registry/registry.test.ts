@@ -398,3 +398,19 @@ t.test('disputes are in the whole-state snapshot a store writes when it compacts
   t.equal(reopened.dispute(source.source_id, opened.dispute_id)?.state, 'accepted')
   t.equal(reopened.disputeOf(source.source_id, 'sig_00000001'), opened.dispute_id)
 })
+
+t.test('the registry is bounded: live tokens, agents and sources in all, each refused past its bound with limit_exceeded', async (t) => {
+  // Keeps nothing: the bounds are the registry's own, whatever the store.
+  const store: RegistryStore = { load: async () => undefined, append: async () => {} }
+  const registry = await Registry.open(store, 'admin-secret')
+  for (let i = 0; i < REGISTRY_LIMITS.tokens; i++) await registry.createToken('creator', `c${i}`)
+  await t.rejects(registry.createToken('renter', 'one-more'), { code: 'limit_exceeded' }, 'tokens')
+  const agents = []
+  for (let i = 0; i < REGISTRY_LIMITS.agents; i++) agents.push(await registry.createAgent({ agent_id: `a${i}`, creator_id: `c${i % 100}`, slots: REGISTRY_LIMITS.slotsPerAgent }))
+  await t.rejects(registry.createAgent({ agent_id: 'one-more', creator_id: 'c0', slots: 1 }), { code: 'limit_exceeded' }, 'agents')
+  const listing = { public_receipts: false }
+  for (let i = 0; i < REGISTRY_LIMITS.sources; i++) await registry.createSource({ agent: agents[Math.floor(i / REGISTRY_LIMITS.slotsPerAgent)]!, manifest: MANIFEST as any, listing })
+  const withRoom = agents[agents.length - 1]!
+  t.equal(registry.slotsUsed(withRoom.agent_id), 0, 'an agent with open slots')
+  await t.rejects(registry.createSource({ agent: withRoom, manifest: MANIFEST as any, listing }), { code: 'limit_exceeded' }, 'sources')
+})
