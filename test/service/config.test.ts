@@ -2,7 +2,7 @@ import t from 'tap'
 import { ConfigError, loadConfig } from '../../config/index.js'
 
 t.test('PUBLIC_BASE_URL is kept as the origin it names: scheme and host lower-cased, a default port and a trailing slash dropped', async (t) => {
-  for (const [given, origin] of [
+  for (const [given, origin] of <Array<[string, string]>>[
     ['https://ingest.example.com', 'https://ingest.example.com'],
     ['https://ingest.example.com/', 'https://ingest.example.com'],
     ['HTTPS://Ingest.Example.COM:443/', 'https://ingest.example.com'],
