@@ -486,6 +486,13 @@ export class Registry {
     return this.#mutate(() => {
       const { source_id: sourceId, creator_id: creatorId } = input.source
       this.disputableKey(sourceId, input.keyId)
+      // One live dispute per signal: naming it again would only take another place of the bounds below.
+      const named = new Set(input.signals.map((s) => s.signal_id))
+      for (const other of this.#disputes.of(sourceId)) {
+        if (other.state === 'rejected') continue
+        const again = other.signals.find((s) => named.has(s.signal_id))
+        if (again !== undefined) throw new ApiError('already_exists', `signal ${again.signal_id} is already named by dispute ${other.dispute_id} (${other.state})`)
+      }
       if (this.#disputes.of(sourceId).length >= DISPUTE_LIMITS.perSource) {
         throw new ApiError('limit_exceeded', `a source holds at most ${DISPUTE_LIMITS.perSource} disputes`)
       }

@@ -22,9 +22,9 @@ interface Compromised {
 }
 
 /** A source whose first key signed two signals, then was replaced and revoked. */
-async function compromised(t: Test, g: GatewayProcess = gw): Promise<Compromised> {
+async function compromised(t: Test, g: GatewayProcess = gw, leakedCount = 2): Promise<Compromised> {
   const src = await provision(g)
-  const leaked = [payload(src.sourceId), payload(src.sourceId)]
+  const leaked = Array.from({ length: leakedCount }, () => payload(src.sourceId))
   const answers = []
   for (const p of leaked) {
     const res = await push(g, src.sign(p))
@@ -213,15 +213,18 @@ t.test('a dispute names only signals the leaked key signed, found in the log by 
 })
 
 t.test('a source holds at most 16 disputes, listed newest first', async (t) => {
-  const c = await compromised(t)
+  const c = await compromised(t, gw, 17)
   t.equal((await revoke(c)).status, 200)
   const ids: string[] = []
   for (let i = 0; i < 16; i++) {
-    const res = await open(c, disputeOf(c))
+    const res = await open(c, disputeOf(c, named(c.answers[i]!)))
     t.equal(res.status, 201)
     ids.push(res.body.data.dispute_id)
   }
-  const res = await open(c, disputeOf(c))
+  const again = await open(c, disputeOf(c, named(c.answers[0]!)))
+  t.equal(again.status, 409)
+  t.equal(again.body.error.code, 'already_exists', 'a signal an open dispute names')
+  const res = await open(c, disputeOf(c, named(c.answers[16]!)))
   t.equal(res.status, 409)
   t.equal(res.body.error.code, 'limit_exceeded')
   const listed = await call(gw.url, 'GET', `/v1/byo/sources/${c.src.sourceId}/disputes`, { token: c.src.creatorToken })

@@ -354,8 +354,8 @@ t.test('disputes are bounded per source, per creator and in all, counting every 
   const input = { source, keyId: key.key_id, signals: disputed('sig_00000001'), evidence: 'leaked', openedBy: 'c1' }
   const first = await registry.openDispute(input)
   await registry.resolveDispute(source.source_id, first.dispute_id, 'rejected', null)
-  for (let i = 1; i < DISPUTE_LIMITS.perSource; i++) await registry.openDispute(input)
-  await t.rejects(registry.openDispute(input), { code: 'limit_exceeded', message: /source/ }, 'a decided dispute still counts')
+  for (let i = 1; i < DISPUTE_LIMITS.perSource; i++) await registry.openDispute({ ...input, signals: disputed(`sig_${String(i).padStart(8, '0')}`) })
+  await t.rejects(registry.openDispute({ ...input, signals: disputed('sig_99999999') }), { code: 'limit_exceeded', message: /source/ }, 'a decided dispute still counts')
   t.same(
     registry.disputesOf(source.source_id).map((d) => d.dispute_id).at(-1),
     first.dispute_id,
@@ -369,11 +369,25 @@ t.test('disputes are bounded per source, per creator and in all, counting every 
     const otherKey = await registry.addKey(other.source_id, rawKey())
     await registry.revokeKey(other.source_id, otherKey.key_id)
     for (let i = 0; i < DISPUTE_LIMITS.perSource; i++) {
-      refused = await registry.openDispute({ ...input, source: other, keyId: otherKey.key_id }).then(() => undefined, (err: unknown) => err)
+      refused = await registry.openDispute({ ...input, source: other, keyId: otherKey.key_id, signals: disputed(`sig_${String(i).padStart(8, '0')}`) }).then(() => undefined, (err: unknown) => err)
       if (refused !== undefined) break
     }
   }
   t.match(refused, { code: 'limit_exceeded', message: /creator/ })
+})
+
+t.test('a signal is named by one open or accepted dispute at a time; once one is rejected it can be named again', async (t) => {
+  const { registry, source, key } = await setup()
+  await registry.revokeKey(source.source_id, key.key_id)
+  const input = { source, keyId: key.key_id, evidence: 'leaked', openedBy: 'c1' }
+  const first = await registry.openDispute({ ...input, signals: disputed('sig_00000001', 'sig_00000002') })
+  await t.rejects(registry.openDispute({ ...input, signals: disputed('sig_00000003', 'sig_00000002') }), { code: 'already_exists', message: new RegExp(`sig_00000002 is already named by dispute ${first.dispute_id} \\(open\\)`) })
+  await registry.resolveDispute(source.source_id, first.dispute_id, 'accepted', null)
+  await t.rejects(registry.openDispute({ ...input, signals: disputed('sig_00000001') }), { code: 'already_exists', message: /\(accepted\)/ })
+  const other = await registry.openDispute({ ...input, signals: disputed('sig_00000003') })
+  await registry.resolveDispute(source.source_id, other.dispute_id, 'rejected', null)
+  t.equal((await registry.openDispute({ ...input, signals: disputed('sig_00000003') })).state, 'open', 'named again after a rejection')
+  t.equal(registry.disputesOf(source.source_id).length, 3, 'the refused ones took no place')
 })
 
 t.test('disputes are in the whole-state snapshot a store writes when it compacts', async (t) => {
