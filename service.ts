@@ -5,7 +5,7 @@ import type { Logger } from 'pino'
 import { ConfigError, isUsableAdminToken, type Config } from './config/index.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { startGateway } from './gateway/index.js'
-import { IngestErrorLog, IngestPipeline, openJournal, replaceFileDurably, scheduleStateSaves, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
+import { IngestErrorLog, IngestPipeline, openJournal, replaceFileDurably, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
 import { NONCE_WINDOW_MS } from './schemas/signal.js'
 
@@ -161,6 +161,11 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       onWarning: (message, err) => logger.warn({ err }, message),
     }),
   )
+  const retryNotes = await RetryNotes.open(join(dataDir, 'retries'), {
+    keepMs: Math.max(NONCE_WINDOW_MS, dedupWindowMs),
+    now: Date.now,
+    onWriteError: (err) => logger.warn({ err }, 'retry note not written'),
+  })
   const pipeline = new IngestPipeline({
     log: signalLog,
     pool,
@@ -173,6 +178,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     dedupWindowMs,
     history,
     stateFile: join(dataDir, 'ingest-state.bin'),
+    retryNotes,
     flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
     rateCeiling,
     onWarning: (message, err) => logger.warn({ err }, message),
@@ -211,11 +217,13 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   try {
     const rebuilt = await steps.time('dedup_and_nonces', () => pipeline.rebuild())
     for (const n of refused) pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
+    const retries = await steps.time('retry_notes', () => retryNotes.replay((note) => pipeline.restoreRetry(note)))
     logger.info(
       {
         from_snapshot: rebuilt.snapshot !== undefined,
         ...(rebuilt.snapshot && { snapshot_age_s: Math.round((Date.now() - rebuilt.snapshot.writtenAt) / 1000) }),
         restored_signals: rebuilt.restored,
+        restored_retries: retries,
         dedup_entries: pipeline.dedupEntries,
         nonces: pipeline.liveNonces,
         ms: steps.report(),
@@ -269,7 +277,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         const mark = failed ? undefined : await pipeline.logMark().catch((err: unknown) => logger.warn({ err }, 'ingest state not saved: the log end is unreadable'))
         // Each is closed even if one before it fails; the first failure is reported.
         let failure: unknown
-        for (const close of [() => signalLog.close(), () => errors.close(), () => history.close()]) {
+        for (const close of [() => signalLog.close(), () => errors.close(), () => retryNotes.close(), () => history.close()]) {
           await close().catch((err: unknown) => (failure ??= err))
         }
         if (failure !== undefined) throw failure

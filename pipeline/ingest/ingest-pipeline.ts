@@ -12,6 +12,7 @@ import { NonceStore } from './nonce-store.js'
 import { RateLimiter } from './rate-limiter.js'
 import { findSignal, type SignalLookup } from './signal-lookup.js'
 import { decodeSignalRecord, encodeSignalRecord, signalDedupId, type SignalRecord } from './signal-record.js'
+import type { RetryNote } from './retry-notes.js'
 import { SignalDedup, type DedupRecord } from './signal-dedup.js'
 import type { Fingerprint, SignalIdHistory } from './signal-id-history.js'
 import { readStateSnapshot, writeStateSnapshot, type LogMark } from './state-snapshot.js'
@@ -60,6 +61,8 @@ export interface IngestPipelineOptions {
    * every start rebuilds from the log.
    */
   readonly stateFile?: string
+  /** Where a deduplicated retry's nonce and newly bound Idempotency-Key are kept, which the log does not hold. */
+  readonly retryNotes?: { record(note: RetryNote): void }
   readonly flagAfterMinutes: number
   /** The operator's bound on every source's max_rate, also for sources registered under a higher one. */
   readonly rateCeiling: RateCeiling
@@ -206,6 +209,7 @@ export class IngestPipeline {
           continue
         case 'replay':
           if (found.unboundKey !== undefined) this.#bindKey(sourceId, found.unboundKey, found.record)
+          this.#noteRetry(req, found.record, found.unboundKey)
           if (awaitsTest(req.key)) await this.#markTested(req)
           return accepted(sourceId, found.record, true, this.#o.registry.disputeOf(sourceId, found.record.signalId) !== undefined)
         case 'conflict':
@@ -325,6 +329,33 @@ export class IngestPipeline {
     }
     if (awaitsTest(key)) await this.#markTested(req)
     return accepted(source.source_id, remembered, appended.duplicate, appended.duplicate && this.#o.registry.disputeOf(source.source_id, record.signal_id) !== undefined)
+  }
+
+  /** What the retry changed that the log does not hold: its nonce, a key it bound. */
+  #noteRetry(req: SignedRequest, record: DedupRecord, boundKey: string | undefined): void {
+    if (this.#o.retryNotes === undefined || (!req.nonceClaimed && boundKey === undefined)) return
+    this.#o.retryNotes.record({
+      source_id: req.source.source_id,
+      key_id: req.key.record.key_id,
+      time: req.receivedAtMs,
+      ...(req.nonceClaimed ? { nonce: req.nonce } : {}),
+      ...(boundKey === undefined
+        ? {}
+        : { bound: { key: boundKey, signal_id: record.signalId, body_sha256: record.bodySha256, received_at_ms: record.receivedAtMs, test: record.test } }),
+    })
+  }
+
+  /**
+   * Takes back what a retry noted before a restart (RetryNotes), after `rebuild`: the nonce
+   * is claimed again, and the key bound again while its signal is within the dedup window.
+   * Like the rebuild, it ignores the bounds: the retry was answered.
+   */
+  restoreRetry(note: RetryNote): void {
+    const now = this.#o.now()
+    if (note.nonce !== undefined) this.#nonces.restore(note.source_id, note.key_id, note.nonce, note.time, now)
+    const b = note.bound
+    if (b === undefined || b.received_at_ms + this.#o.dedupWindowMs <= now) return
+    this.#dedup.bindKey(note.source_id, b.key, { bodySha256: b.body_sha256, signalId: b.signal_id, receivedAtMs: b.received_at_ms, test: b.test }, true)
   }
 
   /** The Idempotency-Key a replay brought, bound to its signal; refused like a new signal when there is no room for it. */

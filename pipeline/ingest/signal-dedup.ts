@@ -209,11 +209,13 @@ export class SignalDedup {
    * Call it in the turn of the lookup that returned `unboundKey`, so no other request
    * can claim the key in between.
    */
-  bindKey(sourceId: string, idempotencyKey: string, record: DedupRecord): void {
+  bindKey(sourceId: string, idempotencyKey: string, record: DedupRecord, ifAbsent = false): void {
     const source = this.#source(sourceId)
     bodyWords(record.bodySha256, this.#words)
     this.#hasher.hash(record.signalId, source, this.#signalHash)
     this.#hasher.hash(idempotencyKey, source, this.#idHash)
+    // `ifAbsent`: taken back after a restart, where a saved state may hold it already.
+    if (ifAbsent && this.#findHash(this.#byIdempotencyKey, source, this.#idHash, record.receivedAtMs) !== undefined) return
     this.#store(this.#byIdempotencyKey, source, this.#idHash, record.receivedAtMs + this.#windowMs, record)
   }
 

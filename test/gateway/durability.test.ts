@@ -101,6 +101,30 @@ t.test('the nonce of a refused but verified request is still refused after kill 
   t.equal(replay.body.error.code, 'replayed_nonce')
 })
 
+t.test('a deduplicated retry keeps its nonce spent and the Idempotency-Key it brought bound after kill -9', async (t) => {
+  const first = await startGateway(t)
+  const src = await provision(first)
+  const signal = payload(src.sourceId)
+  const original = await push(first, src.sign(signal))
+  t.equal(original.status, 202)
+  const key = `idem_after_${Date.now()}`
+  const retry = src.sign(signal, { idempotencyKey: key })
+  t.equal((await push(first, retry)).body.deduplicated, true)
+  await new Promise((r) => setTimeout(r, 300)) // the note is written behind the answer
+  first.proc.kill('SIGKILL')
+  await first.exited()
+  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  const replay = await push(second, retry)
+  t.equal(replay.status, 401, 'the retry itself replayed')
+  t.equal(replay.body.error.code, 'replayed_nonce')
+  const other = await push(second, src.sign(payload(src.sourceId), { idempotencyKey: key }))
+  t.equal(other.status, 409, 'another signal under the key the retry brought')
+  t.equal(other.body.error?.code, 'idempotency_conflict')
+  const again = await push(second, src.sign(signal, { idempotencyKey: key }))
+  t.equal(again.status, 202)
+  t.equal(again.body.received_at, original.body.received_at)
+})
+
 t.test('after SIGTERM the next start takes over the saved state: retries are deduplicated, a refused request keeps its nonce spent, and after a later kill -9 the same state is taken over again', async (t) => {
   // Saves while running are tested below; here only the one at the stop.
   const env = { INGEST_STATE_SAVE_S: '0', DEDUP_WINDOW_S: '1500' }
