@@ -129,6 +129,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       dedupWindowMs: 0,
       // Records found whole in the cut were written but never synced, so none was acknowledged.
       onRepair: (tail) => logger.warn({ tail }, 'signal log: cut a torn tail left by a crash'),
+      onWarning: (message, err) => logger.warn({ err }, message),
     }),
   )
   let failed = false

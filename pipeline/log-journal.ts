@@ -13,6 +13,7 @@
  * One process owns a journal folder at a time; opening the same folder twice in one
  * process is refused, across processes it is the deployment's job.
  */
+import { open } from 'node:fs/promises'
 import { resolve } from 'node:path'
 import type { AppendResult, LogInfo, LogRecord, ReadStart, SignalLog } from './log.js'
 import { ConsumerPositions } from './journal/consumer-positions.js'
@@ -103,9 +104,10 @@ class JournalLog extends SignalLogBase {
     const dedup = new DedupIndex(o.dedupWindowMs)
     for (const seed of rec.dedup) dedup.add(seed.id, seed.seq, seed.time)
     const writer = new SegmentWriter(
-      { dir: o.dir, fsync: o.fsync, segmentBytes: o.segmentBytes, maxSegments: o.maxSegments },
+      { dir: o.dir, fsync: o.fsync, segmentBytes: o.segmentBytes, maxSegments: o.maxSegments, onWarning: o.onWarning },
       rec.segments,
       rec.activeHandle,
+      await open(o.dir, 'r'),
     )
     const active = rec.segments[rec.segments.length - 1]!
     const s: OpenState = {

@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { parseStrictJson } from '../../pipeline/index.js'
+import { isOutOfDescriptors, parseStrictJson } from '../../pipeline/index.js'
 import type { Principal, Registry } from '../../registry/index.js'
 import { ApiError } from '../../schemas/api-error.js'
 import { requestPrincipal } from './bearer.js'
@@ -121,6 +121,12 @@ export function jsonRoute(
     const fail = (err: unknown, close = false) => {
       if (err instanceof ApiError) {
         reply.fail(err, close)
+        return logged()
+      }
+      if (isOutOfDescriptors(err)) {
+        // A file could not be opened while connections hold every descriptor: it passes.
+        parts.logger.warn({ request_id: reply.requestId, err }, 'control request: no file descriptor left')
+        reply.fail(new ApiError('overloaded', 'the gateway is out of file descriptors; retry', { retryAfter: 1 }), close)
         return logged()
       }
       parts.logger.error({ request_id: reply.requestId, err }, 'control request failed')

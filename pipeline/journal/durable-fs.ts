@@ -77,3 +77,16 @@ export async function unlinkIfPresent(path: string): Promise<void> {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err
   }
 }
+
+/**
+ * The process (EMFILE) or the system (ENFILE) has no file descriptor left, as a flood of
+ * connections can cause: it passes once they close, so it is worth a retry, not a stop.
+ * Looks through `cause` too, where a wrapping error keeps it.
+ */
+export function isOutOfDescriptors(err: unknown): boolean {
+  for (let e = err, depth = 0; e !== null && typeof e === 'object' && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as NodeJS.ErrnoException).code
+    if (code === 'EMFILE' || code === 'ENFILE') return true
+  }
+  return false
+}

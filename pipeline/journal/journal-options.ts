@@ -27,6 +27,8 @@ export interface JournalOptions {
   now?: () => number
   /** Told what the opening cut from a torn tail, for the operator's log. */
   onRepair?: (tail: TornTail) => void
+  /** Told of trouble the journal rides out (a roll put off for want of a file descriptor). */
+  onWarning?: (message: string, err: unknown) => void
 }
 
 export interface FilledJournalOptions {
@@ -38,6 +40,7 @@ export interface FilledJournalOptions {
   readonly maxSegments: number
   readonly now: () => number
   readonly onRepair: (tail: TornTail) => void
+  readonly onWarning: (message: string, err: unknown) => void
 }
 
 export const JOURNAL_DEFAULTS = {
@@ -50,7 +53,7 @@ export const JOURNAL_DEFAULTS = {
 const MIN_SEGMENT_BYTES = 1024
 
 const KNOWN = new Set([
-  'dir', 'fsync', 'fsyncIntervalMs', 'segmentBytes', 'dedupWindowMs', 'maxSegments', 'now', 'onRepair',
+  'dir', 'fsync', 'fsyncIntervalMs', 'segmentBytes', 'dedupWindowMs', 'maxSegments', 'now', 'onRepair', 'onWarning',
 ])
 const POLICIES: readonly FsyncPolicy[] = ['always', 'interval', 'never']
 
@@ -83,8 +86,8 @@ export function fillJournalOptions(opts: JournalOptions): FilledJournalOptions {
   if (opts.now !== undefined && typeof opts.now !== 'function') {
     throw invalid('journal option "now" must be a function returning ms since the epoch')
   }
-  if (opts.onRepair !== undefined && typeof opts.onRepair !== 'function') {
-    throw invalid('journal option "onRepair" must be a function')
+  for (const name of ['onRepair', 'onWarning'] as const) {
+    if (opts[name] !== undefined && typeof opts[name] !== 'function') throw invalid(`journal option "${name}" must be a function`)
   }
   return {
     dir: opts.dir,
@@ -95,6 +98,7 @@ export function fillJournalOptions(opts: JournalOptions): FilledJournalOptions {
     maxSegments,
     now: opts.now ?? Date.now,
     onRepair: opts.onRepair ?? (() => undefined),
+    onWarning: opts.onWarning ?? (() => undefined),
   }
 }
 

@@ -11,7 +11,7 @@
 import { open } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import type { FsyncPolicy } from '../log.js'
-import { syncDir, unlinkIfPresent, writeFully } from './durable-fs.js'
+import { isOutOfDescriptors, unlinkIfPresent, writeFully } from './durable-fs.js'
 import { ioError, LogError } from '../log-error.js'
 import { Segment } from './segment-file.js'
 
@@ -26,7 +26,12 @@ export interface SegmentWriterOptions {
   readonly fsync: FsyncPolicy
   readonly segmentBytes: number
   readonly maxSegments: number
+  /** A roll put off for want of a file descriptor (see `#roll`); at most one line per 10 s. */
+  readonly onWarning?: (message: string, err: unknown) => void
 }
+
+/** How far past `segmentBytes` the active segment may grow while no new file can be opened. */
+const DEFERRED_ROLL_FACTOR = 2
 
 export class SegmentWriter {
   readonly #opts: SegmentWriterOptions
@@ -38,11 +43,18 @@ export class SegmentWriter {
   #dirty = false
   #failure: LogError | undefined
   #closed = false
+  /**
+   * The journal's folder, held open from the start: syncing it after a roll must not
+   * need a new descriptor, which a flood of connections can leave none of.
+   */
+  readonly #dirFh: FileHandle
+  #warnedAt = Number.NEGATIVE_INFINITY
 
-  constructor(opts: SegmentWriterOptions, segments: readonly Segment[], activeHandle: FileHandle) {
+  constructor(opts: SegmentWriterOptions, segments: readonly Segment[], activeHandle: FileHandle, dirHandle: FileHandle) {
     this.#opts = opts
     this.#segments = segments
     this.#fh = activeHandle
+    this.#dirFh = dirHandle
   }
 
   get segments(): readonly Segment[] {
@@ -61,13 +73,15 @@ export class SegmentWriter {
     return this.#serial(async () => {
       let group: PendingRecord[] = []
       let groupBytes = 0
+      // Once put off, the roll is tried again by the next write, not by every record.
+      let rollPutOff = false
       for (const rec of records) {
         const used = this.#active.size + groupBytes
-        if (used > 0 && used + rec.buf.length > this.#opts.segmentBytes) {
+        if (used > 0 && used + rec.buf.length > this.#opts.segmentBytes * (rollPutOff ? DEFERRED_ROLL_FACTOR : 1)) {
           await this.#writeGroup(group, groupBytes, true)
           group = []
           groupBytes = 0
-          await this.#roll(rec.seq)
+          rollPutOff = !(await this.#roll(rec.seq))
         }
         group.push(rec)
         groupBytes += rec.buf.length
@@ -97,6 +111,7 @@ export class SegmentWriter {
         }
       } finally {
         await this.#fh.close().catch(() => undefined)
+        await this.#dirFh.close().catch(() => undefined)
       }
     }, true)
   }
@@ -134,19 +149,33 @@ export class SegmentWriter {
    * Seals the active segment and starts one at `firstSeq`. The old segment was synced
    * just before (whatever the policy), so a segment never exists on disk unless its
    * predecessor is complete: recovery then only ever needs to repair the last one.
+   *
+   * False when the new file could not be opened for want of a descriptor (EMFILE,
+   * ENFILE: a flood of connections took them all). That passes, and is no reason to
+   * stop the log: the active segment takes the records until it is DEFERRED_ROLL_FACTOR
+   * times its size, and the next write tries again. Past that it is a failure, as is
+   * any other error.
    */
-  async #roll(firstSeq: number): Promise<void> {
+  async #roll(firstSeq: number): Promise<boolean> {
     const next = new Segment(this.#opts.dir, firstSeq)
     next.beginIndex()
+    let opened = true
     await this.#guard('rolling to a new segment', async () => {
       if (this.#dirty) await this.#fh.datasync()
-      const fh = await open(next.path, 'wx+')
+      this.#dirty = false
+      const fh = await open(next.path, 'wx+').catch((err: unknown) => {
+        if (!isOutOfDescriptors(err) || this.#active.size >= this.#opts.segmentBytes * DEFERRED_ROLL_FACTOR) throw err
+        opened = false
+        this.#warnNow('signal log: no file descriptor for a new segment; the active one takes the records meanwhile', err)
+        return undefined
+      })
+      if (fh === undefined) return
       await this.#fh.close().catch(() => undefined)
       this.#fh = fh
-      this.#dirty = false
       // The new file's name must survive a power cut along with the records in it.
-      await syncDir(this.#opts.dir)
+      await this.#dirFh.sync()
     })
+    if (!opened) return false
     let segments = [...this.#segments, next]
     const excess = segments.length - this.#opts.maxSegments
     if (excess > 0) {
@@ -156,9 +185,17 @@ export class SegmentWriter {
       // Best effort: retention is for logs whose loss is acceptable, and a file left
       // behind is deleted on the next roll after the next open.
       for (const seg of dropped) await unlinkIfPresent(seg.path).catch(() => undefined)
-      return
+      return true
     }
     this.#segments = segments
+    return true
+  }
+
+  #warnNow(message: string, err: unknown): void {
+    const now = performance.now()
+    if (now - this.#warnedAt < 10_000) return
+    this.#warnedAt = now
+    this.#opts.onWarning?.(message, err)
   }
 
   async #guard(what: string, op: () => Promise<void>): Promise<void> {
