@@ -44,6 +44,12 @@ export class NonceStore {
   readonly #scopeIds = new Map<string, number>()
   /** Scope → its source's small integer. */
   readonly #sourceOfScope: number[] = []
+  /** Scope → its live nonces. A scope left with none is freed and its number given out again. */
+  readonly #liveOfScope: number[] = []
+  /** Scope → its name, while it is in use. */
+  readonly #nameOfScope: Array<string | undefined> = []
+  /** Numbers of freed scopes: a key is used once and revoked, again and again, and scopes must not pile up. */
+  readonly #freeScopes: number[] = []
   readonly #sourceIds = new Map<string, number>()
   readonly #hash = new Uint32Array(2)
 
@@ -53,7 +59,7 @@ export class NonceStore {
     this.#room = new SharedRoom({ max: options.maxEntries, maxPerHolderShare: options.maxPerSourceShare ?? 0.25 })
     this.#index = new ShardedExpiringIndex({
       initialCapacity: options.initialCapacity ?? 1 << 18,
-      onEvict: (shard, slot) => this.#room.removed(this.#sourceOfScope[(this.#scopeOf[shard] as () => Uint32Array)()[slot] as number] as number),
+      onEvict: (shard, slot) => this.#removed((this.#scopeOf[shard] as () => Uint32Array)()[slot] as number),
     })
     this.#scopeOf = this.#index.shards.map((s) => s.column((n) => new Uint32Array(n)))
   }
@@ -66,16 +72,37 @@ export class NonceStore {
     const name = `${sourceId}\n${keyId}`
     let id = this.#scopeIds.get(name)
     if (id === undefined) {
-      id = this.#scopeIds.size
+      // No nonce of a freed scope is left, so its number (and hash seed) can serve another.
+      id = this.#freeScopes.pop() ?? this.#nameOfScope.length
       this.#scopeIds.set(name, id)
       let source = this.#sourceIds.get(sourceId)
       if (source === undefined) {
         source = this.#sourceIds.size
         this.#sourceIds.set(sourceId, source)
       }
-      this.#sourceOfScope.push(source)
+      this.#sourceOfScope[id] = source
+      this.#nameOfScope[id] = name
+      this.#liveOfScope[id] = 0
     }
     return id
+  }
+
+  /** Scopes in use (with a live nonce, or just named by a claim). */
+  get scopes(): number {
+    return this.#scopeIds.size
+  }
+
+  #removed(scope: number): void {
+    this.#room.removed(this.#sourceOfScope[scope] as number)
+    const live = (this.#liveOfScope[scope] as number) - 1
+    this.#liveOfScope[scope] = live
+    if (live === 0) this.#free(scope)
+  }
+
+  #free(scope: number): void {
+    this.#scopeIds.delete(this.#nameOfScope[scope] as string)
+    this.#nameOfScope[scope] = undefined
+    this.#freeScopes.push(scope)
   }
 
   /** The slot of the live nonce in `shard`, or -1; the scope is compared too, so scopes never meet. */
@@ -99,7 +126,10 @@ export class NonceStore {
     // Expiry runs a little per claim; before refusing for a bound, drop everything expired.
     if (this.#room.room(source, 1, sourceCap) !== 'ok') this.#index.sweep(now)
     const room = this.#room.room(source, 1, sourceCap)
-    if (room !== 'ok') return room === 'holder_full' ? 'source_full' : 'store_full'
+    if (room !== 'ok') {
+      if (this.#liveOfScope[scope] === 0) this.#free(scope)
+      return room === 'holder_full' ? 'source_full' : 'store_full'
+    }
     this.#add(shard, scope, now + this.#windowMs)
     return 'claimed'
   }
@@ -112,12 +142,14 @@ export class NonceStore {
     this.#hasher.hash(nonce, scope, this.#hash)
     const shard = this.#index.shardOf(this.#hash[0] as number)
     if (this.#find(shard, scope, now) < 0) this.#add(shard, scope, expiresAt)
+    else if (this.#liveOfScope[scope] === 0) this.#free(scope)
   }
 
   #add(shard: number, scope: number, expiresAt: number): void {
     const slot = (this.#index.shards[shard] as ShardedExpiringIndex['shards'][number]).insert(this.#hash[0] as number, this.#hash[1] as number, expiresAt)
     ;(this.#scopeOf[shard] as () => Uint32Array)()[slot] = scope
     this.#room.added(this.#sourceOfScope[scope] as number)
+    this.#liveOfScope[scope] = (this.#liveOfScope[scope] as number) + 1
   }
 
   /** Drops every expired entry; called from a slow timer. */
@@ -127,9 +159,11 @@ export class NonceStore {
 
   /** The nonces live at `now`, copied out shard by shard with what it takes to find them again. */
   snapshot(now: number): NonceExport {
-    // Scope numbers follow the map's insertion order; a source id (generated) holds no newline.
+    // By scope number; a freed number is written as a name no key has (an empty source id,
+    // unique), which the restore frees again. A source id (generated) holds no newline.
     const scopes = () =>
-      [...this.#scopeIds.keys()].map((name): [string, string] => {
+      this.#nameOfScope.map((name, id): [string, string] => {
+        if (name === undefined) return ['', `free ${id}`]
         const cut = name.indexOf('\n')
         return [name.slice(0, cut), name.slice(cut + 1)]
       })
@@ -148,8 +182,11 @@ export class NonceStore {
     if (this.#scopeIds.size !== snapshot.scopes.length) throw new RangeError('a nonce snapshot names a scope twice')
     await this.#index.importParts(snapshot.index, now, (shard, slot) => {
       const scope = (this.#scopeOf[shard] as () => Uint32Array)()[slot] as number
-      if (scope >= this.#scopeIds.size) throw new RangeError(`a nonce names scope ${scope} of ${this.#scopeIds.size}`)
+      if (scope >= this.#nameOfScope.length) throw new RangeError(`a nonce names scope ${scope} of ${this.#nameOfScope.length}`)
       this.#room.added(this.#sourceOfScope[scope] as number)
+      this.#liveOfScope[scope] = (this.#liveOfScope[scope] as number) + 1
     })
+    // Scopes whose nonces all expired since the snapshot, and the numbers it kept free.
+    for (let scope = this.#nameOfScope.length - 1; scope >= 0; scope--) if (this.#liveOfScope[scope] === 0) this.#free(scope)
   }
 }

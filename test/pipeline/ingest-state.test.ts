@@ -279,3 +279,29 @@ t.test('dedup: the index has a bound in all and per source, counts a separate Id
   t.equal(roomOf(dedup, 'a', 'sig-16', undefined, 20 * MIN + 1), 'ok', 'expired entries are dropped before refusing')
   t.equal(dedup.size, 0)
 })
+
+t.test('nonce store: a scope whose nonces all expired is freed and its number reused, so keys used once and revoked do not pile up', async (t) => {
+  const nonces = new NonceStore({ windowMs: 1000, maxEntries: 100_000 })
+  // A creator loops: register a key, sign one request, revoke it.
+  for (let round = 0; round < 50; round++) {
+    const now = round * 2000
+    for (let k = 0; k < 100; k++) t.equal(nonces.claim('s', `key-${round}-${k}`, 'n', now, 1000), 'claimed')
+    nonces.sweep(now + 1500)
+  }
+  t.equal(nonces.size, 0)
+  t.equal(nonces.scopes, 0, 'no scope left once its nonces expired')
+  // Scopes in use keep theirs, and a reused number never lets one scope see another's nonce.
+  t.equal(nonces.claim('s', 'old', 'n', 200_000, 1000), 'claimed')
+  nonces.sweep(201_500)
+  t.equal(nonces.claim('s', 'new', 'n', 202_000, 1000), 'claimed', 'a new scope on the freed number starts empty')
+  t.equal(nonces.claim('s', 'new', 'n', 202_001, 1000), 'replayed')
+  t.equal(nonces.claim('s', 'kept', 'm', 202_000, 1000), 'claimed')
+  t.equal(nonces.scopes, 2)
+})
+
+t.test('nonce store: a claim refused for room leaves no scope behind', async (t) => {
+  const nonces = new NonceStore({ windowMs: 1000, maxEntries: 1 })
+  t.equal(nonces.claim('s', 'k', 'n', 0, 10), 'claimed')
+  for (let i = 0; i < 10; i++) t.equal(nonces.claim(`other-${i}`, 'k', 'n', 1, 10), 'store_full')
+  t.equal(nonces.scopes, 1)
+})

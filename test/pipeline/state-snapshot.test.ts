@@ -200,3 +200,23 @@ t.test('a source first seen while the state is being written is named in it: the
   await nonces.restoreSnapshot(read.nonces, now)
   t.ok(dedup.size >= 2000 + 200 && dedup.size <= 2000 + 200 + added, `${dedup.size} entries: all before, some of those added while writing`)
 })
+
+t.test('a nonce snapshot taken with freed scope numbers restores each live nonce under its own scope, and frees the rest', async (t) => {
+  const file = await tempFile(t)
+  const nonces = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 1000 })
+  for (let k = 0; k < 6; k++) nonces.claim('src', `key-${k}`, `nonce-${k}`, k < 3 ? 0 : 5 * MIN, 1000)
+  nonces.sweep(NONCE_WINDOW + 1)
+  t.equal(nonces.scopes, 3, 'the first three keys freed their numbers')
+  nonces.claim('src', 'key-late', 'nonce-late', NONCE_WINDOW + 1, 1000)
+  const now = NONCE_WINDOW + 2
+  const dedup = new SignalDedup({ windowMs: WINDOW, maxEntries: 10 })
+  await writeStateSnapshot(file, { writtenAt: now, dedupWindowMs: WINDOW, nonceWindowMs: NONCE_WINDOW, log: null, dedup: dedup.snapshot(now), nonces: nonces.snapshot(now) })
+  const read = await readStateSnapshot(file)
+  const restored = new NonceStore({ windowMs: NONCE_WINDOW, maxEntries: 1000 })
+  await restored.restoreSnapshot(read!.nonces, now)
+  t.equal(restored.size, 4)
+  t.equal(restored.scopes, 4, 'the placeholders of freed numbers are freed again')
+  for (const k of ['key-3', 'key-4', 'key-5']) t.equal(restored.claim('src', k, `nonce-${k.slice(4)}`, now, 1000), 'replayed', k)
+  t.equal(restored.claim('src', 'key-late', 'nonce-late', now, 1000), 'replayed')
+  t.equal(restored.claim('src', 'key-0', 'nonce-0', now, 1000), 'claimed', 'an expired one is gone')
+})
