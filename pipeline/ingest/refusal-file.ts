@@ -1,18 +1,12 @@
 import { createReadStream } from 'node:fs'
-import { mkdir, open, readdir, type FileHandle } from 'node:fs/promises'
+import { mkdir, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setImmediate as yieldToLoop } from 'node:timers/promises'
-import { replaceFileDurably, syncDir, unlinkIfPresent, writeFully } from '../journal/durable-fs.js'
+import { replaceFileDurably, unlinkIfPresent } from '../journal/durable-fs.js'
+import { AppendedLines } from './appended-lines.js'
 
 /** Appended bytes that start a rewrite at the least, however small the history held. */
 const MIN_COMPACT_BYTES = 8 * 1024 * 1024
-
-/**
- * How long an appended line waits at most before it is synced: what a crash of the
- * machine (not of the process, whose writes the kernel keeps) can lose. One sync per
- * second at most, off the event loop, so a flood of refusals costs ingest nothing.
- */
-const SYNC_DELAY_MS = 1000
 
 /** Lines written between two turns of the event loop when the history is rewritten. */
 const LINES_PER_PIECE = 2000
@@ -45,29 +39,23 @@ interface SnapshotMark {
  */
 export class RefusalFile {
   readonly #dir: string
-  readonly #onWriteError: (err: unknown) => void
   #generation: number
-  #handle: FileHandle | undefined
+  readonly #file: AppendedLines
   /** Bytes appended since the last rewrite. */
   #appendedBytes = 0
   /** Appended bytes at which the next rewrite is due: what the last one wrote (memory's share), at least 8 MB. */
   #dueAt = MIN_COMPACT_BYTES
-  /** Bytes in the current file: where the next line goes. */
-  #size = 0
-  #writing: Promise<void> = Promise.resolve()
   /** Generations older than the newest found at open, newest first. */
   #older: number[] = []
   /** From the start of a rewrite until appends go to its file. */
   #rewriting = false
   /** Set while a rewrite writes its file: the lines appended meanwhile, for the new file. */
   #during: Buffer[] | undefined
-  /** Set while appended lines wait for their sync. */
-  #syncTimer: NodeJS.Timeout | undefined
 
   private constructor(dir: string, generation: number, onWriteError: (err: unknown) => void) {
     this.#dir = dir
     this.#generation = generation
-    this.#onWriteError = onWriteError
+    this.#file = new AppendedLines(onWriteError)
   }
 
   /**
@@ -89,15 +77,9 @@ export class RefusalFile {
     const file = new RefusalFile(dir, generations[0] ?? 0, onWriteError)
     file.#older = generations.slice(1)
     if (file.#generation > 0) {
-      const handle = await open(file.#path(), 'a+', 0o600)
-      file.#handle = handle
-      file.#size = (await handle.stat()).size
-      // A crash can leave a torn last line: the next line starts on a line of its own, or
-      // the two would read as one bad line and the new one would be lost.
-      const last = Buffer.alloc(1)
-      if (file.#size > 0 && (await handle.read(last, 0, 1, file.#size - 1)).bytesRead === 1 && last[0] !== 10) file.#put(Buffer.from('\n'))
+      await file.#file.open(file.#path(), { syncPrevious: false })
       // Unknown how much of it memory will keep: the first rewrite comes after as much again.
-      file.#dueAt = Math.max(MIN_COMPACT_BYTES, file.#size)
+      file.#dueAt = Math.max(MIN_COMPACT_BYTES, file.#file.size)
     }
     return file
   }
@@ -156,37 +138,11 @@ export class RefusalFile {
     this.#appendedBytes += lines.length
     // Named now, not when the file opens: a rewrite asked for meanwhile takes the next number.
     if (this.#generation === 0) this.#generation = 1
-    this.#queue(async () => {
-      if (this.#handle === undefined) {
-        this.#handle = await open(this.#path(), 'a', 0o600)
-        this.#size = 0
-        await syncDir(this.#dir)
-      }
-      this.#put(lines)
+    this.#file.queue(async () => {
+      if (!this.#file.isOpen) await this.#file.open(this.#path(), { syncPrevious: false })
+      this.#file.put(lines)
     })
-    this.#syncSoon()
-  }
-
-  /** Syncs the current file within SYNC_DELAY_MS, in its turn behind the appends. */
-  #syncSoon(): void {
-    if (this.#syncTimer !== undefined) return
-    this.#syncTimer = setTimeout(() => {
-      this.#syncTimer = undefined
-      this.#queue(async () => {
-        await this.#handle?.datasync()
-      })
-    }, SYNC_DELAY_MS)
-    this.#syncTimer.unref()
-  }
-
-  /** Runs file work in the order it was asked for, even across the awaits of opening a file. */
-  #queue(work: () => Promise<void>): void {
-    this.#writing = this.#writing.then(work).catch(this.#onWriteError)
-  }
-
-  #put(lines: Buffer): void {
-    writeFully((this.#handle as FileHandle).fd, lines, this.#size)
-    this.#size += lines.length
+    this.#file.syncSoon()
   }
 
   /**
@@ -212,7 +168,7 @@ export class RefusalFile {
     const path = join(this.#dir, fileName(next))
     // Where the lines appended from now on will start in the current file: its size once
     // the appends asked for so far are written, which happens in the order asked.
-    const offset = await new Promise<number>((resolve) => this.#queue(async () => resolve(this.#size)))
+    const offset = await new Promise<number>((resolve) => this.#file.queue(async () => resolve(this.#file.size)))
     const mark: SnapshotMark = { after: { generation: previous, offset } }
     let bytes = 0
     const pieces = async function* () {
@@ -244,22 +200,21 @@ export class RefusalFile {
     this.#during = undefined
     const appendedBefore = this.#appendedBytes
     await new Promise<void>((resolve, reject) => {
-      this.#queue(async () => {
+      this.#file.queue(async () => {
         try {
-          const old = this.#handle
+          const hadOld = this.#file.isOpen
           const oldPath = this.#path()
-          this.#handle = await open(path, 'a', 0o600)
+          // The old file is not synced: it is removed once appends go to the new one.
+          await this.#file.open(path, { syncPrevious: false })
           this.#generation = next
-          this.#size = bytes
           this.#dueAt = Math.max(MIN_COMPACT_BYTES, bytes)
           // Past the rewritten part: the lines written again, and those asked for since.
           this.#appendedBytes = during.length + this.#appendedBytes - appendedBefore
           if (during.length > 0) {
-            this.#put(during)
-            this.#syncSoon()
+            this.#file.put(during)
+            this.#file.syncSoon()
           }
-          await old?.close()
-          if (old !== undefined) await unlinkIfPresent(oldPath)
+          if (hadOld) await unlinkIfPresent(oldPath)
           resolve()
         } catch (err) {
           reject(err)
@@ -270,17 +225,7 @@ export class RefusalFile {
 
   /** Writes back what was appended and closes; the next start reads it. */
   async close(): Promise<void> {
-    clearTimeout(this.#syncTimer)
-    this.#syncTimer = undefined
-    await this.#writing
-    const handle = this.#handle
-    this.#handle = undefined
-    if (handle === undefined) return
-    try {
-      await handle.datasync()
-    } finally {
-      await handle.close()
-    }
+    await this.#file.close()
   }
 
   #path(): string {

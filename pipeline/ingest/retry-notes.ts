@@ -1,7 +1,8 @@
 import { createReadStream } from 'node:fs'
-import { mkdir, open, readdir, type FileHandle } from 'node:fs/promises'
+import { mkdir, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { syncDir, unlinkIfPresent, writeFully } from '../journal/durable-fs.js'
+import { unlinkIfPresent } from '../journal/durable-fs.js'
+import { AppendedLines } from './appended-lines.js'
 
 /**
  * What a deduplicated retry changed, which the signal log does not hold (it holds the
@@ -34,9 +35,6 @@ export interface RetryNotesOptions {
 /** Notes of one period go to one file; whole files are dropped once their period has passed keepMs. */
 const PERIOD_MS = 5 * 60 * 1000
 
-/** As the ingest-error file: synced within a second, never per note, off the event loop. */
-const SYNC_DELAY_MS = 1000
-
 const NAME = /^retries\.([0-9]{1,16})\.jsonl$/
 
 /**
@@ -50,15 +48,14 @@ export class RetryNotes {
   readonly #dir: string
   readonly #o: RetryNotesOptions
   #queue: string[] = []
-  #handle: FileHandle | undefined
+  /** The current period's file, synced within a second as the ingest-error file is. */
+  readonly #file: AppendedLines
   #period = -1
-  #size = 0
-  #writing: Promise<void> = Promise.resolve()
-  #syncTimer: NodeJS.Timeout | undefined
 
   private constructor(dir: string, options: RetryNotesOptions) {
     this.#dir = dir
     this.#o = options
+    this.#file = new AppendedLines(options.onWriteError)
   }
 
   static async open(dir: string, options: RetryNotesOptions): Promise<RetryNotes> {
@@ -77,39 +74,26 @@ export class RetryNotes {
     const lines = Buffer.from(this.#queue.join(''))
     this.#queue = []
     const period = Math.floor(this.#o.now() / PERIOD_MS) * PERIOD_MS
-    this.#then(async () => {
-      if (period !== this.#period) await this.#rotate(period)
-      writeFully((this.#handle as FileHandle).fd, lines, this.#size)
-      this.#size += lines.length
+    this.#file.queue(async () => {
+      if (period !== this.#period) {
+        // The last period's file is synced as it is closed; the ones past keepMs go.
+        await this.#file.open(join(this.#dir, fileName(period)), { syncPrevious: true })
+        this.#period = period
+        await this.#dropExpired()
+      }
+      this.#file.put(lines)
     })
-    this.#syncSoon()
+    this.#file.syncSoon()
   }
 
-  /** Closes the last period's file (synced) and opens this one's; drops the files past keepMs. */
-  async #rotate(period: number): Promise<void> {
-    const old = this.#handle
-    this.#handle = undefined
-    if (old !== undefined) {
-      await old.datasync()
-      await old.close()
+  /** Removes the files past keepMs; the periods left, oldest first. */
+  async #dropExpired(): Promise<number[]> {
+    const kept: number[] = []
+    for (const p of await this.#periods()) {
+      if (p + PERIOD_MS + this.#o.keepMs < this.#o.now()) await unlinkIfPresent(join(this.#dir, fileName(p)))
+      else kept.push(p)
     }
-    const handle = await open(join(this.#dir, fileName(period)), 'a+', 0o600)
-    this.#handle = handle
-    this.#period = period
-    this.#size = (await handle.stat()).size
-    // A crash can leave a torn last line: the next note starts on a line of its own.
-    const last = Buffer.alloc(1)
-    if (this.#size > 0 && (await handle.read(last, 0, 1, this.#size - 1)).bytesRead === 1 && last[0] !== 10) {
-      writeFully(handle.fd, Buffer.from('\n'), this.#size)
-      this.#size++
-    }
-    await syncDir(this.#dir)
-    await this.#dropExpired()
-  }
-
-  async #dropExpired(): Promise<void> {
-    const expired = (await this.#periods()).filter((p) => p + PERIOD_MS + this.#o.keepMs < this.#o.now())
-    for (const p of expired) await unlinkIfPresent(join(this.#dir, fileName(p)))
+    return kept
   }
 
   async #periods(): Promise<number[]> {
@@ -121,29 +105,13 @@ export class RetryNotes {
       .sort((a, b) => a - b)
   }
 
-  #then(work: () => Promise<void>): void {
-    this.#writing = this.#writing.then(work).catch(this.#o.onWriteError)
-  }
-
-  #syncSoon(): void {
-    if (this.#syncTimer !== undefined) return
-    this.#syncTimer = setTimeout(() => {
-      this.#syncTimer = undefined
-      this.#then(async () => {
-        await this.#handle?.datasync()
-      })
-    }, SYNC_DELAY_MS)
-    this.#syncTimer.unref()
-  }
-
   /**
    * Hands every note of the periods that still matter to `take`, oldest first; a torn or
    * damaged line is skipped. Call once at start, before the first `record`.
    */
   async replay(take: (note: RetryNote) => void): Promise<number> {
-    await this.#dropExpired()
     let count = 0
-    for (const period of await this.#periods()) {
+    for (const period of await this.#dropExpired()) {
       let rest = ''
       for await (const chunk of createReadStream(join(this.#dir, fileName(period)), { encoding: 'utf8', highWaterMark: 256 * 1024 })) {
         const parts = (rest + (chunk as string)).split('\n')
@@ -161,18 +129,8 @@ export class RetryNotes {
 
   /** Writes and syncs what was recorded, and closes. */
   async close(): Promise<void> {
-    clearTimeout(this.#syncTimer)
-    this.#syncTimer = undefined
     this.#flush()
-    await this.#writing
-    const handle = this.#handle
-    this.#handle = undefined
-    if (handle === undefined) return
-    try {
-      await handle.datasync()
-    } finally {
-      await handle.close()
-    }
+    await this.#file.close()
   }
 }
 
