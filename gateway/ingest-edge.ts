@@ -108,6 +108,8 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     const urlSourceId = req.getParameter(0) ?? ''
     const headers = collectIngestHeaders(req)
     const source = registry.source(urlSourceId)
+    // A source whose share of the verification slots is taken is shed before its body is read.
+    if (source !== undefined && !pool.hasRoom(urlSourceId)) return shed(reply)
     const ctx: RefusalContext = { sourceKnown: source !== undefined, sourceId: urlSourceId, keyId: null, signalId: null, nonce: undefined }
 
     // Spec 7 files an oversized body under invalid_body too.
@@ -154,7 +156,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
         const key = headCheck
         if (key instanceof ApiError) return refuse(reply, ctx, key)
         // The slot is spent by the pipeline's verify; a full queue means waiting would only add latency.
-        if (!pool.reserve()) return shed(reply)
+        if (!pool.reserve(urlSourceId)) return shed(reply)
         const { timestamp: timestampHeader, requestTimeMs, nonce, signature } = auth as AuthHeaders
         const signed: SignedRequest = {
           requestId: reply.requestId,

@@ -1,6 +1,7 @@
 /**
- * Room in a store that every source shares (live nonces, dedup entries), counted per
- * holder (a source, as a small integer). Three bounds, checked in this order:
+ * Room in a store that every source shares (live nonces, dedup entries, verification
+ * slots), counted per holder (a source, as a small integer or its id). Three bounds,
+ * checked in this order:
  *
  * - `holder_full`: a holder keeps at most its share of the store, and at most the cap
  *   the caller derives from its max_rate. That is its own excess, answered as such.
@@ -13,12 +14,13 @@
  */
 export type Room = 'ok' | 'holder_full' | 'store_full'
 
-export class SharedRoom {
+export class SharedRoom<Holder = number> {
   readonly #max: number
   readonly #maxPerHolder: number
   readonly #reserveFrom: number
   readonly #light: number
-  readonly #held: number[] = []
+  /** Holders with nothing held are deleted, so the map is as large as the holders that hold. */
+  readonly #held = new Map<Holder, number>()
   #total = 0
 
   constructor(options: { max: number; maxPerHolderShare: number }) {
@@ -32,12 +34,12 @@ export class SharedRoom {
     return this.#total
   }
 
-  held(holder: number): number {
-    return this.#held[holder] ?? 0
+  held(holder: Holder): number {
+    return this.#held.get(holder) ?? 0
   }
 
   /** Whether `holder` may add `n` entries, keeping at most `holderCap` of its own. */
-  room(holder: number, n: number, holderCap = Infinity): Room {
+  room(holder: Holder, n: number, holderCap = Infinity): Room {
     const after = this.held(holder) + n
     if (after > Math.min(holderCap, this.#maxPerHolder)) return 'holder_full'
     const total = this.#total + n
@@ -47,13 +49,15 @@ export class SharedRoom {
   }
 
   /** Counts `n` entries of `holder`: stored ones, or ones promised to a request under way. */
-  added(holder: number, n = 1): void {
-    this.#held[holder] = this.held(holder) + n
+  added(holder: Holder, n = 1): void {
+    this.#held.set(holder, this.held(holder) + n)
     this.#total += n
   }
 
-  removed(holder: number, n = 1): void {
-    this.#held[holder] = this.held(holder) - n
+  removed(holder: Holder, n = 1): void {
+    const left = this.held(holder) - n
+    if (left === 0) this.#held.delete(holder)
+    else this.#held.set(holder, left)
     this.#total -= n
   }
 }

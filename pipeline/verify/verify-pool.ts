@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
+import { SharedRoom } from '../ingest/shared-room.js'
 import { packBatch, type VerifyItem } from './verify-batch.js'
 
 export interface VerifyPoolOptions {
@@ -27,6 +28,7 @@ export interface VerifyPoolOptions {
 
 interface Waiter {
   readonly item: VerifyItem
+  readonly holder: string
   readonly queuedAt: number
   readonly resolve: (valid: boolean) => void
   readonly reject: (err: unknown) => void
@@ -38,6 +40,13 @@ interface Waiter {
  * two, the next batch is already in its message queue.
  */
 const BATCHES_PER_WORKER = 2
+/**
+ * The part of the slots one source may hold (SharedRoom, which also keeps the last
+ * eighth for sources holding little). A source id and key id travel in clear, so anyone
+ * can send requests under them whose signatures fail: each costs a verification, and
+ * without a share a flood of them took every slot from every other source.
+ */
+const SLOT_SHARE_PER_SOURCE = 1 / 4
 /** Young generation of a verify worker's heap, in MB. */
 const VERIFY_WORKER_YOUNG_GENERATION_MB = 4
 
@@ -67,8 +76,10 @@ function workerFile(): string {
  *
  * The number of requests waiting is bounded by `queueLimit`: the edge takes a slot
  * with `reserve()` once a request's body is complete and its cheap checks passed, and
- * spends it on `verify()` (or gives it back with `release()`). Bodies still arriving
- * hold no slot; they are bounded by the body reader (BODY_SLOW_MAX).
+ * spends it on `verify()` (or gives it back with `release()`). A source holds at most a
+ * quarter of the slots (SLOT_SHARE_PER_SOURCE), so requests sent under one source's ids
+ * cannot shut the others out. Bodies still arriving hold no slot; they are bounded by
+ * the body reader (BODY_SLOW_MAX).
  */
 export class VerifyPool {
   readonly #piscina: Piscina
@@ -78,7 +89,8 @@ export class VerifyPool {
   readonly #maxWaitMs: number
   #waiting: Waiter[] = []
   #batchesInFlight = 0
-  #pending = 0
+  /** Slots taken, per source id. */
+  readonly #slots: SharedRoom<string>
   #flushScheduled = false
   #closed = false
 
@@ -89,6 +101,7 @@ export class VerifyPool {
     this.#threads = options.threads > 0 ? options.threads : Math.max(1, availableParallelism() - 1)
     this.#batchSize = options.batchSize
     this.#queueLimit = options.queueLimit
+    this.#slots = new SharedRoom({ max: options.queueLimit, maxPerHolderShare: SLOT_SHARE_PER_SOURCE })
     this.#maxWaitMs = options.maxWaitMs
     this.#piscina = new Piscina({
       filename: workerFile(),
@@ -114,42 +127,46 @@ export class VerifyPool {
 
   /** Slots taken: requests waiting for or in verification. */
   get pending(): number {
-    return this.#pending
+    return this.#slots.total
   }
 
-  /** Whether a slot is free now (a cheap look before any parsing). */
-  hasRoom(): boolean {
-    if (this.#closed || this.#pending >= this.#queueLimit) return false
+  /**
+   * Whether a slot is free now for `holder` (a source id), or for anyone when it is not
+   * named: a cheap look before any parsing.
+   */
+  hasRoom(holder?: string): boolean {
+    if (this.#closed) return false
+    if (holder === undefined ? this.#slots.total >= this.#queueLimit : this.#slots.room(holder, 1) !== 'ok') return false
     const oldest = this.#waiting[0]
     return oldest === undefined || performance.now() - oldest.queuedAt <= this.#maxWaitMs
   }
 
-  /** Takes a slot if one is free; false means shed. */
-  reserve(): boolean {
-    if (!this.hasRoom()) return false
-    this.#pending++
+  /** Takes a slot for `holder` (a source id) if one is free for it; false means shed. */
+  reserve(holder: string): boolean {
+    if (!this.hasRoom(holder)) return false
+    this.#slots.added(holder)
     return true
   }
 
-  /** Gives back a slot that will not be spent on `verify`. */
-  release(): void {
-    this.#pending--
+  /** Gives back a slot of `holder` that will not be spent on `verify`. */
+  release(holder: string): void {
+    this.#slots.removed(holder)
   }
 
-  /** Verifies one signature, spending a slot taken with `reserve()`. */
-  verify(item: VerifyItem): Promise<boolean> {
+  /** Verifies one signature, spending a slot `holder` took with `reserve()`. */
+  verify(item: VerifyItem, holder: string): Promise<boolean> {
     if (this.#closed) {
-      this.#pending--
+      this.release(holder)
       return Promise.reject(new PoolClosedError())
     }
     // The batch packs fixed-width fields: a key or signature of another length would be
     // cut or padded there, so it is refused here, as verifyEd25519 refuses it.
     if (item.publicKey.length !== 32 || item.signature.length !== 64) {
-      this.#pending--
+      this.release(holder)
       return Promise.resolve(false)
     }
     return new Promise<boolean>((resolve, reject) => {
-      this.#waiting.push({ item, queuedAt: performance.now(), resolve, reject })
+      this.#waiting.push({ item, holder, queuedAt: performance.now(), resolve, reject })
       if (this.#waiting.length >= this.#batchSize) this.#dispatch()
       else if (!this.#flushScheduled) {
         this.#flushScheduled = true
@@ -188,7 +205,7 @@ export class VerifyPool {
       )
       .finally(() => {
         this.#batchesInFlight--
-        this.#pending -= waiters.length
+        for (const w of waiters) this.#slots.removed(w.holder)
         this.#dispatch()
       })
   }

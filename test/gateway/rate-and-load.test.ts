@@ -1,6 +1,7 @@
 import t from 'tap'
 import { call, MANIFEST, payload, provision, push } from '../helpers/api.js'
 import { startGateway } from '../helpers/gateway-process.js'
+import { generateCreatorKey } from '../../sdk/signing.js'
 
 t.test('pushing above max_rate is refused with 429 rate_limited and Retry-After; a burst of seconds does not flag the source', async (t) => {
   const gw = await startGateway(t, { env: { OVER_RATE_FLAG_MINUTES: '1' } })
@@ -44,6 +45,61 @@ t.test('with the verify queue full the edge sheds with 503 overloaded and Retry-
   t.ok(results.every((r) => r.status === 202 || r.status === 503), 'every request answered, with 202 or 503 only')
   t.ok(results.some((r) => r.status === 202), 'some were accepted')
   t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202, 'serves again once the burst is over')
+})
+
+/**
+ * Connections that each send one forged push over and over, as fast as the answers
+ * come: signed once with a key the source does not hold, so the flood costs the client
+ * no signing while each request still costs the gateway a verification (nonces are
+ * claimed only after it). Returns the answers per status and a stop function.
+ */
+async function forgedFlood(gw: { port: number }, src: Awaited<ReturnType<typeof provision>>, connections: number) {
+  const { connect } = await import('node:net')
+  const s = src.sign(payload(src.sourceId), { key: generateCreatorKey() })
+  const head = [`POST ${s.path} HTTP/1.1`, 'Host: x', ...Object.entries(s.headers).map(([k, v]) => `${k}: ${v}`), `content-length: ${s.body.length}`].join('\r\n')
+  const request = Buffer.concat([Buffer.from(`${head}\r\n\r\n`), s.body])
+  const statuses = new Map<string, number>()
+  let flooding = true
+  const sockets = Array.from({ length: connections }, () => {
+    const socket = connect(gw.port, '127.0.0.1', () => socket.write(request))
+    socket.on('error', () => undefined)
+    let carry = ''
+    socket.on('data', (d: Buffer) => {
+      const text = carry + d.toString('latin1')
+      let last = 0
+      for (const m of text.matchAll(/HTTP\/1\.1 (\d{3}) /g)) {
+        statuses.set(m[1] as string, (statuses.get(m[1] as string) ?? 0) + 1)
+        last = (m.index ?? 0) + m[0].length
+        if (flooding) socket.write(request)
+      }
+      carry = text.slice(Math.max(last, text.length - 16))
+    })
+    return socket
+  })
+  return {
+    statuses,
+    stop: async () => {
+      flooding = false
+      await new Promise((r) => setTimeout(r, 200))
+      for (const socket of sockets) socket.destroy()
+    },
+  }
+}
+
+t.test('a flood of forged signatures under one source takes at most its share of the verification slots: another source pushing meanwhile is never shed', async (t) => {
+  // 16 slots: a quarter (4) per source. No wait bound, so only the slots can shed.
+  const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '16', VERIFY_THREADS: '1', VERIFY_BATCH: '1', VERIFY_MAX_WAIT_MS: '60000' } })
+  const flooded = await provision(gw)
+  const victim = await provision(gw)
+  const flood = await forgedFlood(gw, flooded, 64)
+  await new Promise((r) => setTimeout(r, 300))
+  const statuses: number[] = []
+  for (let i = 0; i < 40; i++) statuses.push((await push(gw, victim.sign(payload(victim.sourceId)))).status)
+  await flood.stop()
+  t.same(statuses, Array(40).fill(202), 'all 40 pushes of the other source accepted during the flood')
+  t.ok((flood.statuses.get('401') ?? 0) > 0, `${flood.statuses.get('401')} forged requests verified and refused with 401`)
+  t.ok((flood.statuses.get('503') ?? 0) > 0, `${flood.statuses.get('503')} forged requests shed past their share`)
+  t.same([...flood.statuses.keys()].filter((s) => s !== '401' && s !== '503'), [], 'the flood got 401 or 503 only')
 })
 
 /** Connections that each send a signed request head and hold its body back; `answers` collects what each got. */
