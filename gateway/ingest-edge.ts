@@ -1,10 +1,9 @@
 import { hash } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, SignedRequest, VerifyPool } from '../pipeline/index.js'
-import { isValidSignalId, parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
+import { isValidSignalId, keyOrClockRefusal, parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
 import type { LiveKey, Registry, SourceRecord } from '../registry/index.js'
 import { ApiError } from '../schemas/api-error.js'
-import { isWithinSkew } from '../schemas/signal.js'
 import type { BodyReader } from './http/body-reader.js'
 import type { Metrics } from './metrics.js'
 import type { Reply } from './http/reply.js'
@@ -59,7 +58,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
       else logger.debug({ request_id: reply.requestId, code: error.code }, 'ingest refused for now')
     } else {
       // One line per refusal only at debug: at info, a flood of junk would become a flood of
-      // log lines. Operators get a count per code each minute (refusalCounts); creators get
+      // log lines. Operators get a count per code each minute (`refusals`); creators get
       // the full list through ingest-errors.
       logger.debug({ request_id: reply.requestId, source_id: ctx.sourceId, code: error.code, status: error.status }, 'ingest refused')
       parts.refusals.set(error.code, (parts.refusals.get(error.code) ?? 0) + 1)
@@ -206,11 +205,7 @@ function checkKeyAndSkew(registry: Registry, source: SourceRecord | undefined, a
   const key = source === undefined ? undefined : registry.key(source.source_id, auth.keyId)
   // An unknown source and an unknown key look the same, so ids cannot be probed.
   if (source === undefined || key === undefined) return new ApiError('unknown_key', 'no such key for this source')
-  if (key.record.state === 'revoked') return new ApiError('revoked_key', 'the signing key is revoked')
-  if (!isWithinSkew(receivedAtMs, auth.requestTimeMs)) {
-    return new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock')
-  }
-  return key
+  return keyOrClockRefusal(key, auth.requestTimeMs, receivedAtMs) ?? key
 }
 
 function checkSourceHeader(h: IngestHeaders, urlSourceId: string): ApiError | undefined {

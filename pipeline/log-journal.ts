@@ -30,9 +30,6 @@ import type { PendingRecord } from './journal/segment-writer.js'
 import { SignalLogBase } from './journal/signal-log-base.js'
 
 export type { JournalOptions } from './journal/journal-options.js'
-export { LogError, isLogError } from './log-error.js'
-export type { LogErrorCode } from './log-error.js'
-export { MAX_RECORD_BYTES } from './journal/record-codec.js'
 
 /**
  * Largest batch written by one group commit. Big enough that the sync, not the copy,

@@ -1,4 +1,3 @@
-import Type from 'typebox'
 import { ERROR_STATUS, ErrorBody } from './api-error.js'
 import { CreateAgentRequest, CreateSourceRequest, CreateTokenRequest, OpenDisputeRequest, RegisterKeyRequest, ResolveDisputeRequest } from './control.js'
 import { SignalAcceptedEvent } from './events.js'

@@ -1,13 +1,14 @@
 import { dirname } from 'node:path'
 import { ApiError } from '../../schemas/api-error.js'
 import { enforcedMaxRate, PERIOD_MS, type Manifest, type RateCeiling } from '../../schemas/manifest.js'
-import { isWithinSkew, type AcceptedBody } from '../../schemas/signal.js'
+import type { AcceptedBody } from '../../schemas/signal.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
 import { syncDir, temporaryPathOf, unlinkIfPresent } from '../journal/durable-fs.js'
 import { isLogError } from '../log-error.js'
 import type { ReadStart, SignalLog } from '../log.js'
 import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js'
 import { isPoolClosed, type VerifyPool } from '../verify/verify-pool.js'
+import { keyOrClockRefusal, revokedKeyRefusal } from './key-checks.js'
 import { NonceStore } from './nonce-store.js'
 import { RateLimiter } from './rate-limiter.js'
 import { findSignal, type SignalLookup } from './signal-lookup.js'
@@ -148,14 +149,12 @@ export class IngestPipeline {
       throw new ApiError('not_ready', 'the signature could not be checked; retry', { cause: err, retryAfter: 1 })
     })
     if (!valid) throw new ApiError('invalid_signature', 'request signature could not be verified')
-    // Revocation is immediate, also for a request that waited for a worker.
-    assertNotRevoked(key)
     const now = this.#o.now()
-    // Checked again at claim time: the nonce window covers a replay only while the
-    // timestamp is within the skew, and a request may have waited since the edge.
-    if (!isWithinSkew(now, req.requestTimeMs)) {
-      throw new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock')
-    }
+    // Revocation is immediate, also for a request that waited for a worker. The skew is
+    // checked again at claim time: the nonce window covers a replay only while the
+    // timestamp is within it, and a request may have waited since the edge.
+    const refusal = keyOrClockRefusal(key, req.requestTimeMs, now)
+    if (refusal !== undefined) throw refusal
     const nonceRoom = this.#claimNonce(req, now)
 
     if (!req.json.ok) throw new ApiError('invalid_body', `body is not valid JSON: ${req.json.reason}`)
@@ -585,7 +584,8 @@ function awaitsTest(key: LiveKey): boolean {
 }
 
 function assertNotRevoked(key: LiveKey): void {
-  if (key.record.state === 'revoked') throw new ApiError('revoked_key', 'the signing key is revoked')
+  const revoked = revokedKeyRefusal(key)
+  if (revoked !== undefined) throw revoked
 }
 
 /**

@@ -12,8 +12,8 @@ import { KeyedHash64 } from './string-hash.js'
  * Memory: about 30 bytes per live nonce (64-bit hash, expiry, scope, table), up to
  * twice that while a shard has just grown, outside the garbage-collected heap. Two
  * bounds keep it finite: `maxEntries` in all, and a cap per source over all its keys,
- * derived from the source's max_rate by the caller and never more than
- * `maxPerSourceShare` of the whole, so one source (even with a leaked key, or with
+ * derived from the source's max_rate by the caller and never more than a quarter of
+ * the whole (SharedRoom), so one source (even with a leaked key, or with
  * every key it may register) cannot crowd out the others; and the store's last eighth
  * goes to sources below the average holding (SharedRoom).
  */
@@ -53,10 +53,10 @@ export class NonceStore {
   readonly #sourceIds = new Map<string, number>()
   readonly #hash = new Uint32Array(2)
 
-  constructor(options: { windowMs: number; maxEntries: number; maxPerSourceShare?: number; initialCapacity?: number }) {
+  constructor(options: { windowMs: number; maxEntries: number; initialCapacity?: number }) {
     this.#windowMs = options.windowMs
     // Live nonces per source, all its keys together.
-    this.#room = new SharedRoom({ max: options.maxEntries, maxPerHolderShare: options.maxPerSourceShare ?? 0.25 })
+    this.#room = new SharedRoom({ max: options.maxEntries })
     this.#index = new ShardedExpiringIndex({
       initialCapacity: options.initialCapacity ?? 1 << 18,
       onEvict: (shard, slot) => this.#removed((this.#scopeOf[shard] as () => Uint32Array)()[slot] as number),

@@ -3,8 +3,8 @@
  * slots), counted per holder (a source, as a small integer or its id). Three bounds,
  * checked in this order:
  *
- * - `holder_full`: a holder keeps at most its share of the store, and at most the cap
- *   the caller derives from its max_rate. That is its own excess, answered as such.
+ * - `holder_full`: a holder keeps at most its share of the store (a quarter unless
+ *   told otherwise), and at most the cap the caller derives from its max_rate. That is its own excess, answered as such.
  * - `store_full`: all holders together stay within `max`.
  * - The last eighth is kept for light holders: once the store is that full, only a
  *   holder keeping less than a thirty-second of it may add (`store_full` for the
@@ -23,9 +23,9 @@ export class SharedRoom<Holder = number> {
   readonly #held = new Map<Holder, number>()
   #total = 0
 
-  constructor(options: { max: number; maxPerHolderShare: number }) {
+  constructor(options: { max: number; maxPerHolderShare?: number }) {
     this.#max = options.max
-    this.#maxPerHolder = Math.max(1, Math.floor(options.max * options.maxPerHolderShare))
+    this.#maxPerHolder = Math.max(1, Math.floor(options.max * (options.maxPerHolderShare ?? 1 / 4)))
     this.#reserveFrom = options.max - options.max / 8
     this.#light = Math.max(1, options.max / 32)
   }

@@ -112,9 +112,9 @@ export class SignalDedup {
   #lastSignal = ''
   readonly #lastSignalHash = new Uint32Array(2)
 
-  constructor(options: { windowMs: number; maxEntries: number; maxPerSourceShare?: number; initialCapacity?: number }) {
+  constructor(options: { windowMs: number; maxEntries: number; initialCapacity?: number }) {
     this.#windowMs = options.windowMs
-    this.#room = new SharedRoom({ max: options.maxEntries, maxPerHolderShare: options.maxPerSourceShare ?? 0.25 })
+    this.#room = new SharedRoom({ max: options.maxEntries })
     const evicted = (source: number) => this.#room.removed(source)
     this.#bySignal = new DedupTable(options.initialCapacity ?? 1 << 18, evicted)
     this.#byIdempotencyKey = new DedupTable(1 << 12, evicted)

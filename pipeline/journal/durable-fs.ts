@@ -31,6 +31,11 @@ export function writeFully(fd: number, buf: Uint8Array, position: number): void 
   }
 }
 
+/** Where replaceFileDurably writes before it renames: a crash can leave the file there. */
+export function temporaryPathOf(path: string): string {
+  return `${path}.tmp`
+}
+
 /**
  * Replaces `path` atomically: a reader (or a restart) sees the old content or the new,
  * never a half-written file. Write a temporary, sync it, rename over, sync the folder.
@@ -38,11 +43,6 @@ export function writeFully(fd: number, buf: Uint8Array, position: number): void 
  * a large file need not be held whole in memory first. Should the pieces fail, the
  * temporary is removed and `path` left as it was.
  */
-/** Where replaceFileDurably writes before it renames: a crash can leave the file there. */
-export function temporaryPathOf(path: string): string {
-  return `${path}.tmp`
-}
-
 export async function replaceFileDurably(
   path: string,
   dir: string,

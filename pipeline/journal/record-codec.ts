@@ -123,11 +123,6 @@ export function decodeRecord(buf: Buffer, offset: number, end: number, copyData 
   }
 }
 
-/** Reads only the seq and time of a record already known to be valid. */
-export function peekSeqTime(buf: Buffer, offset: number): { seq: number; time: number } {
-  return { seq: readUint53(buf, offset + 12), time: readUint53(buf, offset + 20) }
-}
-
 export function writeUint53(buf: Buffer, offset: number, value: number): void {
   buf.writeUInt32LE(value % 0x1_0000_0000, offset)
   buf.writeUInt32LE(Math.floor(value / 0x1_0000_0000), offset + 4)

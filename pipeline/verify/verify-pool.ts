@@ -40,13 +40,6 @@ interface Waiter {
  * two, the next batch is already in its message queue.
  */
 const BATCHES_PER_WORKER = 2
-/**
- * The part of the slots one source may hold (SharedRoom, which also keeps the last
- * eighth for sources holding little). A source id and key id travel in clear, so anyone
- * can send requests under them whose signatures fail: each costs a verification, and
- * without a share a flood of them took every slot from every other source.
- */
-const SLOT_SHARE_PER_SOURCE = 1 / 4
 /** Young generation of a verify worker's heap, in MB. */
 const VERIFY_WORKER_YOUNG_GENERATION_MB = 4
 
@@ -77,7 +70,7 @@ function workerFile(): string {
  * The number of requests waiting is bounded by `queueLimit`: the edge takes a slot
  * with `reserve()` once a request's body is complete and its cheap checks passed, and
  * spends it on `verify()` (or gives it back with `release()`). A source holds at most a
- * quarter of the slots (SLOT_SHARE_PER_SOURCE), so requests sent under one source's ids
+ * quarter of the slots (#slots), so requests sent under one source's ids
  * cannot shut the others out. Bodies still arriving hold no slot; they are bounded by
  * the body reader (BODY_SLOW_MAX).
  */
@@ -89,7 +82,12 @@ export class VerifyPool {
   readonly #maxWaitMs: number
   #waiting: Waiter[] = []
   #batchesInFlight = 0
-  /** Slots taken, per source id. */
+  /**
+   * Slots taken, per source id. A source holds at most a quarter of them, and the last
+   * eighth only while it holds little (SharedRoom): source and key ids travel in clear,
+   * so anyone can send requests under them whose signatures fail, each costing a
+   * verification, and without a share a flood of them took every other source's slots.
+   */
   readonly #slots: SharedRoom<string>
   #flushScheduled = false
   #closed = false
@@ -101,7 +99,7 @@ export class VerifyPool {
     this.#threads = options.threads > 0 ? options.threads : Math.max(1, availableParallelism() - 1)
     this.#batchSize = options.batchSize
     this.#queueLimit = options.queueLimit
-    this.#slots = new SharedRoom({ max: options.queueLimit, maxPerHolderShare: SLOT_SHARE_PER_SOURCE })
+    this.#slots = new SharedRoom({ max: options.queueLimit })
     this.#maxWaitMs = options.maxWaitMs
     this.#piscina = new Piscina({
       filename: workerFile(),

@@ -6,7 +6,6 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { rawRequest, requestBytes } from '../helpers/raw-http.js'
-import { signPush } from '../../sdk/signing.js'
 import { startGateway } from '../helpers/gateway-process.js'
 import { openJournal } from '../../pipeline/index.js'
 

@@ -190,7 +190,7 @@ t.test('dedup: ids of one source never match another source, whatever their hash
 })
 
 t.test('nonce store: one source holds at most its share of the store, over all its keys, whatever its own cap', async (t) => {
-  const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 100, maxPerSourceShare: 0.25 })
+  const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 100 })
   // Spread over as many keys as a source may register, pending ones included.
   for (let i = 0; i < 25; i++) t.equal(nonces.claim('s', `k${i % 32}`, `n${i}`, 0, 1_000_000), 'claimed')
   t.equal(nonces.claim('s', 'k25', 'n25', 0, 1_000_000), 'source_full')
@@ -227,7 +227,7 @@ t.test('shared room: in the last eighth only light holders (under a thirty-secon
 })
 
 t.test('nonce store: four sources at their full share leave the last eighth to light sources', async (t) => {
-  const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 320, maxPerSourceShare: 0.25 })
+  const nonces = new NonceStore({ windowMs: 10 * MIN, maxEntries: 320 })
   const answers = new Map<string, number>()
   for (let s = 0; s < 4; s++) {
     for (let i = 0; i < 80; i++) {
@@ -249,7 +249,7 @@ function roomOf(dedup: SignalDedup, source: string, signalId: string, key: strin
 }
 
 t.test('dedup: room taken for a signal under way counts until it is given back', async (t) => {
-  const dedup = new SignalDedup({ windowMs: 20 * MIN, maxEntries: 8, maxPerSourceShare: 0.25 })
+  const dedup = new SignalDedup({ windowMs: 20 * MIN, maxEntries: 8 })
   const first = dedup.takeRoom('a', 'sig-0', undefined, 0)
   const second = dedup.takeRoom('a', 'sig-1', undefined, 0)
   t.type(first, 'function')
@@ -260,7 +260,7 @@ t.test('dedup: room taken for a signal under way counts until it is given back',
 })
 
 t.test('dedup: the index has a bound in all and per source, counts a separate Idempotency-Key as a second entry, and frees room on expiry', async (t) => {
-  const dedup = new SignalDedup({ windowMs: 20 * MIN, maxEntries: 64, maxPerSourceShare: 0.25 })
+  const dedup = new SignalDedup({ windowMs: 20 * MIN, maxEntries: 64 })
   const remember = (source: string, id: string, key?: string) => dedup.remember(source, key, { bodySha256: H1, signalId: id, receivedAtMs: 0, test: false }, 0)
   for (let i = 0; i < 15; i++) remember('a', `sig-${i}`)
   t.equal(roomOf(dedup, 'a', 'sig-15', undefined, 1), 'ok', 'the last of a share of 16')

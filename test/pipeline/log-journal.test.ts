@@ -427,7 +427,7 @@ function injectWrite(t: TapTest, decide: (fd: number) => 'real' | 'fail' | 'shor
 }
 
 t.test('after a failed write every append rejects with log_io until the journal is reopened', async (t) => {
-  const { dir, open } = await journalDir(t)
+  const { open } = await journalDir(t)
   const failNext = injectWrite(t, (fd) => (fd > 2 ? 'fail' : 'real'))
   const log = await open()
   await appendN(log, 3)

@@ -1,0 +1,22 @@
+import { ApiError } from '../../schemas/api-error.js'
+import { isWithinSkew } from '../../schemas/signal.js'
+import type { LiveKey } from '../../registry/index.js'
+
+/**
+ * The checks of a request's key and clock that the edge makes on the head, before any
+ * cryptography, and the pipeline makes again after verification: a key may be revoked,
+ * and the clock may pass the 300 s skew, while a request waits for a worker.
+ */
+
+/** Spec 3.1: a revoked key signs nothing, from the moment it is revoked. */
+export function revokedKeyRefusal(key: LiveKey): ApiError | undefined {
+  return key.record.state === 'revoked' ? new ApiError('revoked_key', 'the signing key is revoked') : undefined
+}
+
+/** The key not revoked, then spec 5.2's request timestamp within 300 s of `nowMs` either way. */
+export function keyOrClockRefusal(key: LiveKey, requestTimeMs: number, nowMs: number): ApiError | undefined {
+  const revoked = revokedKeyRefusal(key)
+  if (revoked !== undefined) return revoked
+  if (!isWithinSkew(nowMs, requestTimeMs)) return new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock')
+  return undefined
+}
