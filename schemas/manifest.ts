@@ -36,7 +36,9 @@ export interface RateCeiling {
   readonly burst: number
 }
 
-const perSecond = (maxRate: MaxRateValue) => (maxRate.rate * 1000) / PERIOD_MS[maxRate.per]
+/** Signals a max_rate lets through per millisecond, over time (the token bucket's refill). */
+export const ratePerMs = (maxRate: MaxRateValue): number => maxRate.rate / PERIOD_MS[maxRate.per]
+const perSecond = (maxRate: MaxRateValue) => ratePerMs(maxRate) * 1000
 
 /** Why `maxRate` asks for more than `ceiling` allows, or undefined when it fits. */
 export function rateCeilingProblem(maxRate: MaxRateValue, ceiling: RateCeiling): string | undefined {

@@ -10,6 +10,14 @@ export const NONCE_WINDOW_MS = 600_000
 export const isWithinSkew = (a: number, b: number): boolean => Math.abs(a - b) <= MAX_SKEW_MS
 
 /**
+ * Spec 5.1: what a creator signs, five values joined by a line feed, no trailing line
+ * feed; the last is the lowercase hex SHA-256 of the exact raw body bytes.
+ */
+export function signingString(method: string, path: string, timestamp: string, nonce: string, bodySha256Hex: string): string {
+  return `${method}\n${path}\n${timestamp}\n${nonce}\n${bodySha256Hex}`
+}
+
+/**
  * The ingest request body, spec section 2.2 with the limits of section 8. This is the
  * published contract (the OpenAPI document is generated from it). The gateway
  * enforces it with `pipeline/validate/signal-fields.ts`, which also applies what a

@@ -1,4 +1,5 @@
 import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto'
+import { signingString as signedFields } from '../schemas/signal.js'
 
 /**
  * What a creator's server needs to push a signal: the signing string of spec 5.1 and
@@ -6,10 +7,9 @@ import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, sign, t
  * creators writing their own client.
  */
 
-/** Spec 5.1: five values joined by a line feed, no trailing line feed. */
+/** Spec 5.1, over the raw body: method, path, timestamp, nonce and the body's SHA-256 (hex), joined by a line feed. */
 export function signingString(method: string, path: string, timestamp: string, nonce: string, rawBody: Uint8Array): string {
-  const bodyHash = createHash('sha256').update(rawBody).digest('hex')
-  return `${method}\n${path}\n${timestamp}\n${nonce}\n${bodyHash}`
+  return signedFields(method, path, timestamp, nonce, createHash('sha256').update(rawBody).digest('hex'))
 }
 
 export interface CreatorKey {

@@ -1,7 +1,7 @@
 import { dirname } from 'node:path'
 import { ApiError } from '../../schemas/api-error.js'
-import { enforcedMaxRate, PERIOD_MS, type Manifest, type RateCeiling } from '../../schemas/manifest.js'
-import type { AcceptedBody } from '../../schemas/signal.js'
+import { enforcedMaxRate, ratePerMs, type Manifest, type RateCeiling } from '../../schemas/manifest.js'
+import { signingString, type AcceptedBody } from '../../schemas/signal.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
 import { syncDir, temporaryPathOf, unlinkIfPresent } from '../journal/durable-fs.js'
 import { isLogError } from '../log-error.js'
@@ -141,7 +141,7 @@ export class IngestPipeline {
 
   async process(req: SignedRequest): Promise<AcceptedBody> {
     const { key } = req
-    const message = Buffer.from(`${req.method}\n${req.path}\n${req.timestampHeader}\n${req.nonce}\n${req.bodySha256}`)
+    const message = Buffer.from(signingString(req.method, req.path, req.timestampHeader, req.nonce, req.bodySha256))
     const valid = await this.#o.pool.verify({ publicKey: key.publicKey, message, signature: req.signature }, req.source.source_id).catch((err: unknown) => {
       if (isPoolClosed(err)) throw new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
       // A worker that died with the batch: the request was not judged, so it may be retried.
@@ -594,7 +594,7 @@ function assertNotRevoked(key: LiveKey): void {
  * rate never meets the bound.
  */
 export function nonceCap(maxRate: Manifest['max_rate'], windowMs: number): number {
-  const perWindow = (maxRate.rate / PERIOD_MS[maxRate.per]) * windowMs
+  const perWindow = ratePerMs(maxRate) * windowMs
   return Math.max(1000, Math.ceil(2 * perWindow + (maxRate.burst ?? maxRate.rate)))
 }
 

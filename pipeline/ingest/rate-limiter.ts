@@ -1,4 +1,4 @@
-import { PERIOD_MS, type Manifest } from '../../schemas/manifest.js'
+import { ratePerMs, type Manifest } from '../../schemas/manifest.js'
 
 interface Bucket {
   tokens: number
@@ -31,7 +31,7 @@ export class RateLimiter {
 
   take(sourceId: string, maxRate: Manifest['max_rate'], now: number): RateDecision {
     const capacity = maxRate.burst ?? maxRate.rate
-    const perMs = maxRate.rate / PERIOD_MS[maxRate.per]
+    const perMs = ratePerMs(maxRate)
     let bucket = this.#buckets.get(sourceId)
     if (bucket === undefined) {
       bucket = { tokens: capacity, updatedAt: now, overRateSince: 0, lastRefusedAt: Number.NEGATIVE_INFINITY }
@@ -48,7 +48,7 @@ export class RateLimiter {
     return {
       ok: false,
       // The epsilon keeps float noise (1 / (1 / 3 600 000)) from adding a whole second.
-      retryAfterS: Math.max(1, Math.ceil(((1 - bucket.tokens) * PERIOD_MS[maxRate.per]) / maxRate.rate / 1000 - 1e-9)),
+      retryAfterS: Math.max(1, Math.ceil((1 - bucket.tokens) / perMs / 1000 - 1e-9)),
       sustained: now - bucket.overRateSince >= this.#flagAfterMinutes * 60_000,
     }
   }
