@@ -1,7 +1,6 @@
 /** The pipeline's public entry: what the gateway and the process entry may use. */
 export type { AppendResult, FsyncPolicy, LogInfo, LogRecord, ReadStart, SignalLog } from './log.js'
 export { openJournal } from './log-journal.js'
-export { isOutOfDescriptors, replaceFileDurably, syncDir, writeFully } from './journal/durable-fs.js'
 export { LogError, isLogError } from './log-error.js'
 export type { LogErrorCode } from './log-error.js'
 export type { JournalOptions } from './log-journal.js'

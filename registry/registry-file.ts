@@ -1,7 +1,7 @@
 import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setImmediate as yieldToLoop } from 'node:timers/promises'
-import { replaceFileDurably, syncDir, writeFully } from '../pipeline/index.js'
+import { replaceFileDurably, syncDir, writeFully } from '../storage/index.js'
 import type { RegistrySnapshot } from './records.js'
 import { replayChanges, type RegistryChange, type RegistryStore } from './registry-store.js'
 

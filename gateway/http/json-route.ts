@@ -1,5 +1,6 @@
 import type { Logger } from 'pino'
-import { isOutOfDescriptors, parseStrictJson } from '../../pipeline/index.js'
+import { parseStrictJson } from '../../pipeline/index.js'
+import { isOutOfDescriptors } from '../../storage/index.js'
 import type { Principal, Registry } from '../../registry/index.js'
 import { ApiError } from '../../schemas/api-error.js'
 import { requestPrincipal } from './bearer.js'

@@ -1,7 +1,7 @@
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import type { ErrorCode } from '../../schemas/api-error.js'
-import { unlinkIfPresent } from '../journal/durable-fs.js'
+import { unlinkIfPresent } from '../../storage/index.js'
 import { parseSegmentFileName } from '../journal/segment-file.js'
 import { openJournal } from '../log-journal.js'
 import { RefusalFile } from './refusal-file.js'

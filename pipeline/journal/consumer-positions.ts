@@ -8,7 +8,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { replaceFileDurably, temporaryPathOf, unlinkIfPresent } from './durable-fs.js'
+import { replaceFileDurably, temporaryPathOf, unlinkIfPresent } from '../../storage/index.js'
 import { GroupCommit } from './group-commit.js'
 import { ioError, LogError } from '../log-error.js'
 

@@ -18,7 +18,7 @@
 import { mkdir, open, readdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { FileHandle } from 'node:fs/promises'
-import { syncDir, unlinkIfPresent } from './durable-fs.js'
+import { syncDir, unlinkIfPresent } from '../../storage/index.js'
 import { ioError, LogError } from '../log-error.js'
 import { decodeRecord, RECORD_MAGIC } from './record-codec.js'
 import { indexSegment, parseSegmentFileName, scanRecords, Segment } from './segment-file.js'

@@ -14,7 +14,7 @@
  * The checksum covers seq and time as well as the payload, so a record whose header
  * was torn but whose payload survived still fails validation.
  */
-import { crc32c } from './crc32c.js'
+import { crc32c, readUint53, writeUint53 } from '../../storage/index.js'
 import { LogError } from '../log-error.js'
 
 export const RECORD_MAGIC = 0x314a4c53
@@ -121,13 +121,4 @@ export function decodeRecord(buf: Buffer, offset: number, end: number, copyData 
       data,
     },
   }
-}
-
-export function writeUint53(buf: Buffer, offset: number, value: number): void {
-  buf.writeUInt32LE(value % 0x1_0000_0000, offset)
-  buf.writeUInt32LE(Math.floor(value / 0x1_0000_0000), offset + 4)
-}
-
-export function readUint53(buf: Buffer, offset: number): number {
-  return buf.readUInt32LE(offset) + buf.readUInt32LE(offset + 4) * 0x1_0000_0000
 }

@@ -11,7 +11,7 @@
 import { open } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import type { FsyncPolicy } from '../log.js'
-import { isOutOfDescriptors, unlinkIfPresent, writeFully } from './durable-fs.js'
+import { isOutOfDescriptors, unlinkIfPresent, writeFully } from '../../storage/index.js'
 import { ioError, LogError } from '../log-error.js'
 import { Segment } from './segment-file.js'
 

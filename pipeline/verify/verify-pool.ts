@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { fileURLToPath } from 'node:url'
 import { Piscina } from 'piscina'
-import { SharedRoom } from '../ingest/shared-room.js'
+import { SharedRoom } from '../shared-room.js'
 import { packBatch, type VerifyItem } from './verify-batch.js'
 
 export interface VerifyPoolOptions {

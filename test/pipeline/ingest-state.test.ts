@@ -2,7 +2,7 @@ import t from 'tap'
 import { nonceCap } from '../../pipeline/ingest/ingest-pipeline.js'
 import { NonceStore } from '../../pipeline/ingest/nonce-store.js'
 import { RateLimiter } from '../../pipeline/ingest/rate-limiter.js'
-import { SharedRoom } from '../../pipeline/ingest/shared-room.js'
+import { SharedRoom } from '../../pipeline/shared-room.js'
 import { SignalDedup } from '../../pipeline/ingest/signal-dedup.js'
 
 const MIN = 60_000

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { crc32c } from '../../pipeline/journal/crc32c.js'
+import { crc32c } from '../../storage/index.js'
 import { decodeRecord, encodeDedupId, encodeRecord, HEADER_BYTES } from '../../pipeline/journal/record-codec.js'
 
 t.test('CRC-32C matches the RFC 3720 and check-string vectors', async (t) => {

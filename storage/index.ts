@@ -1,0 +1,4 @@
+/** File helpers every stage that keeps state on disk uses: durable writes and checksums. */
+export { isOutOfDescriptors, replaceFileDurably, syncDir, temporaryPathOf, unlinkIfPresent, writeFully } from './durable-fs.js'
+export { crc32c } from './crc32c.js'
+export { readUint53, writeUint53 } from './uint53.js'
