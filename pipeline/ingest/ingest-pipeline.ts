@@ -1,44 +1,23 @@
-import { dirname } from 'node:path'
 import { ApiError } from '../../schemas/api-error.js'
 import { enforcedMaxRate, ratePerMs, type Manifest, type RateCeiling } from '../../schemas/manifest.js'
 import { signingString, type AcceptedBody } from '../../schemas/signal.js'
-import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
-import { syncDir, temporaryPathOf, unlinkIfPresent } from '../../storage/index.js'
+import type { LiveKey, Registry } from '../../registry/index.js'
 import { isLogError } from '../log-error.js'
-import type { ReadStart, SignalLog } from '../log.js'
+import type { SignalLog } from '../log.js'
 import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js'
 import { isPoolClosed, type VerifyPool } from '../verify/verify-pool.js'
 import { keyOrClockRefusal, revokedKeyRefusal } from './key-checks.js'
-import { NonceStore } from './nonce-store.js'
+import { IngestState, type RebuildReport, type SavedState } from './ingest-state.js'
 import { RateLimiter } from './rate-limiter.js'
 import { findSignal, type SignalLookup } from './signal-lookup.js'
-import { decodeSignalRecord, encodeSignalRecord, signalDedupId, type SignalRecord } from './signal-record.js'
+import { accepted, decodeSignalRecord, dedupRecordOf, encodeSignalRecord, signalDedupId, signalRecord, type SignalRecord } from './signal-record.js'
+import type { SignedRequest } from './signed-request.js'
 import type { RetryNote } from './retry-notes.js'
-import { SignalDedup, type DedupRecord } from './signal-dedup.js'
+import type { DedupRecord } from './signal-dedup.js'
 import type { Fingerprint, SignalIdHistory } from './signal-id-history.js'
-import { readStateSnapshot, writeStateSnapshot, type LogMark } from './state-snapshot.js'
+import type { LogMark } from './state-snapshot.js'
 
-/** A request that passed the edge's cheap checks and holds a verification slot. */
-export interface SignedRequest {
-  readonly requestId: string
-  readonly receivedAtMs: number
-  readonly method: string
-  readonly path: string
-  readonly source: SourceRecord
-  readonly key: LiveKey
-  readonly timestampHeader: string
-  readonly requestTimeMs: number
-  readonly nonce: string
-  readonly signature: Uint8Array
-  /** The first Idempotency-Key header; `idempotencyKeyCount` says how many came. */
-  readonly idempotencyKey: string | undefined
-  readonly idempotencyKeyCount: number
-  readonly body: Buffer
-  readonly bodySha256: string
-  readonly json: { ok: true; value: unknown } | { ok: false; reason: string }
-  /** Set once the nonce is claimed: the ingest-error record keeps it for a restart. */
-  nonceClaimed: boolean
-}
+export type { SignedRequest } from './signed-request.js'
 
 export interface IngestPipelineOptions {
   readonly log: SignalLog
@@ -81,35 +60,16 @@ export interface IngestPipelineOptions {
  */
 export class IngestPipeline {
   readonly #o: IngestPipelineOptions
-  #nonces: NonceStore
-  #dedup: SignalDedup
+  /** The nonce store and the dedup index, and how they outlive the process. */
+  readonly #state: IngestState
   readonly #rates: RateLimiter
   /** Requests between their last key check and their answer. */
   readonly #pastLastCheck = new Set<Promise<AcceptedBody>>()
-  /** The log seq the state file covers (-1: none yet); a save with nothing new after it is skipped. */
-  #savedSeq = -1
-  /** The save being written: saves take turns on the one file. */
-  #saving: Promise<unknown> = Promise.resolve()
-  /**
-   * Set for good once the log refused an append: its record may be in the log (counted,
-   * even written) but never remembered, so no state saved while running could claim to
-   * cover the log up to its end.
-   */
-  #appendRefused = false
 
   constructor(options: IngestPipelineOptions) {
     this.#o = options
-    this.#nonces = this.#newNonceStore()
-    this.#dedup = this.#newDedup()
+    this.#state = new IngestState({ ...options, settled: () => this.settled() })
     this.#rates = new RateLimiter({ flagAfterMinutes: options.flagAfterMinutes })
-  }
-
-  #newNonceStore(): NonceStore {
-    return new NonceStore({ windowMs: this.#o.nonceWindowMs, maxEntries: this.#o.maxLiveNonces })
-  }
-
-  #newDedup(): SignalDedup {
-    return new SignalDedup({ windowMs: this.#o.dedupWindowMs, maxEntries: this.#o.maxDedupEntries })
   }
 
   /**
@@ -127,11 +87,11 @@ export class IngestPipeline {
   }
 
   get liveNonces(): number {
-    return this.#nonces.size
+    return this.#state.nonces.size
   }
 
   get dedupEntries(): number {
-    return this.#dedup.size
+    return this.#state.dedup.size
   }
 
   /** Sequence of the last record in the signal log. */
@@ -181,7 +141,7 @@ export class IngestPipeline {
   #claimNonce(req: SignedRequest, now: number): boolean {
     const { source, key } = req
     const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
-    const claim = this.#nonces.claim(source.source_id, key.record.key_id, req.nonce, now, nonceCap(maxRate, this.#o.nonceWindowMs))
+    const claim = this.#state.nonces.claim(source.source_id, key.record.key_id, req.nonce, now, nonceCap(maxRate, this.#o.nonceWindowMs))
     switch (claim) {
       case 'claimed':
         req.nonceClaimed = true
@@ -199,7 +159,7 @@ export class IngestPipeline {
   async #deduplicated(req: SignedRequest, signalId: string, nonceRoom: boolean): Promise<AcceptedBody> {
     const sourceId = req.source.source_id
     for (;;) {
-      const found = this.#dedup.lookup(sourceId, signalId, req.idempotencyKey, req.bodySha256, this.#o.now())
+      const found = this.#state.dedup.lookup(sourceId, signalId, req.idempotencyKey, req.bodySha256, this.#o.now())
       switch (found.kind) {
         case 'in_flight':
           await found.settled
@@ -221,7 +181,7 @@ export class IngestPipeline {
           if (this.#o.history.has(fingerprint)) {
             throw new ApiError('invalid_signal_id', 'signal_id was already used by this source (signal ids are unique per source)')
           }
-          const release = this.#dedup.reserve(sourceId, signalId, req.idempotencyKey)
+          const release = this.#state.dedup.reserve(sourceId, signalId, req.idempotencyKey)
           try {
             return await this.#admit(req, signalId, dedupId, fingerprint, nonceRoom)
           } finally {
@@ -311,7 +271,7 @@ export class IngestPipeline {
   async #appendChecked(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint, stored: { yes: boolean }): Promise<AcceptedBody> {
     const { source, key } = req
     const appended = await this.#o.log.append(dedupId, encodeSignalRecord(record)).catch((err: unknown) => {
-      this.#appendRefused = true
+      this.#state.appendRefused()
       // Nothing was promised yet, so the client may retry: the journal refuses appends after
       // a failed write until it is reopened (a restart rebuilds from what reached disk).
       if (isLogError(err, 'log_io') || isLogError(err, 'log_corrupt')) this.#o.onLogFailure(err as Error)
@@ -322,7 +282,7 @@ export class IngestPipeline {
     const remembered = appended.duplicate
       ? await this.#original(appended.seq)
       : { bodySha256: req.bodySha256, signalId: record.signal_id, receivedAtMs: req.receivedAtMs, test: record.test }
-    this.#dedup.remember(source.source_id, req.idempotencyKey, remembered, this.#o.now())
+    this.#state.dedup.remember(source.source_id, req.idempotencyKey, remembered, this.#o.now())
     if (appended.duplicate && remembered.bodySha256 !== req.bodySha256) {
       throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
@@ -344,23 +304,10 @@ export class IngestPipeline {
     })
   }
 
-  /**
-   * Takes back what a retry noted before a restart (RetryNotes), after `rebuild`: the nonce
-   * is claimed again, and the key bound again while its signal is within the dedup window.
-   * Like the rebuild, it ignores the bounds: the retry was answered.
-   */
-  restoreRetry(note: RetryNote): void {
-    const now = this.#o.now()
-    if (note.nonce !== undefined) this.#nonces.restore(note.source_id, note.key_id, note.nonce, note.time, now)
-    const b = note.bound
-    if (b === undefined || b.received_at_ms + this.#o.dedupWindowMs <= now) return
-    this.#dedup.bindKey(note.source_id, b.key, { bodySha256: b.body_sha256, signalId: b.signal_id, receivedAtMs: b.received_at_ms, test: b.test }, true)
-  }
-
   /** The Idempotency-Key a replay brought, bound to its signal; refused like a new signal when there is no room for it. */
   #bindKey(sourceId: string, idempotencyKey: string, record: DedupRecord): void {
     const release = this.#roomFor(sourceId, idempotencyKey, undefined)
-    this.#dedup.bindKey(sourceId, idempotencyKey, record)
+    this.#state.dedup.bindKey(sourceId, idempotencyKey, record)
     release()
   }
 
@@ -370,7 +317,7 @@ export class IngestPipeline {
   }
 
   #roomFor(sourceId: string, signalId: string, idempotencyKey: string | undefined): () => void {
-    const room = this.#dedup.takeRoom(sourceId, signalId, idempotencyKey, this.#o.now())
+    const room = this.#state.dedup.takeRoom(sourceId, signalId, idempotencyKey, this.#o.now())
     switch (room) {
       case 'source_full':
         // Reached only by a source near its max_rate all window long with an Idempotency-Key unlike each signal_id.
@@ -392,7 +339,7 @@ export class IngestPipeline {
       throw new ApiError('internal_error', `the log reported seq ${seq} as the original but cannot read it`)
     }
     const first = decodeSignalRecord(original.data)
-    return { bodySha256: first.body_sha256, signalId: first.signal_id, receivedAtMs: Date.parse(first.received_at), test: first.test }
+    return dedupRecordOf(first)
   }
 
   /**
@@ -408,174 +355,35 @@ export class IngestPipeline {
     await this.#o.registry.markTested(source.source_id, key.record.key_id).catch((err: unknown) => this.#o.onWarning('could not mark the key tested', err))
   }
 
-  /**
-   * Rebuilds the nonce and dedup state after a restart, so a retry of a signal accepted
-   * before a crash still gets its deduplicated 202 and a captured request cannot be
-   * replayed: from the last saved state plus the records the log took after it, or else
-   * from the log alone (the dedup window's records).
-   */
-  async rebuild(): Promise<RebuildReport> {
-    const now = this.#o.now()
-    const windowStart = now - this.#o.dedupWindowMs
-    const snapshot = await this.#restoreSnapshot(now)
-    const mark = snapshot?.log
-    // Records up to the mark are in the snapshot; one older than the window would be
-    // expired anyway. Record times never go back, so either start is past the mark.
-    let start: ReadStart = mark && mark.time >= windowStart ? { fromSeq: mark.seq + 1 } : { fromTime: windowStart }
-    let restored = 0
-    for (;;) {
-      const batch = await this.#o.log.read(start, 4096)
-      if (batch.length === 0) {
-        this.#savedSeq = mark?.seq ?? -1
-        return { restored, snapshot: snapshot === undefined ? undefined : { entries: snapshot.entries, writtenAt: snapshot.writtenAt } }
-      }
-      for (const entry of batch) {
-        const r = decodeSignalRecord(entry.data)
-        this.#dedup.remember(
-          r.source_id,
-          r.idempotency_key ?? undefined,
-          { bodySha256: r.body_sha256, signalId: r.signal_id, receivedAtMs: Date.parse(r.received_at), test: r.test },
-          entry.time,
-          // A signal appended while the state was being saved can be in both.
-          snapshot !== undefined,
-        )
-        this.#nonces.restore(r.source_id, r.key_id, r.nonce, entry.time, now)
-        restored++
-      }
-      start = { fromSeq: (batch[batch.length - 1] as { seq: number }).seq + 1 }
-    }
+  /** Rebuilds the nonce and dedup state after a restart (IngestState.rebuild). */
+  rebuild(): Promise<RebuildReport> {
+    return this.#state.rebuild()
   }
 
-  /**
-   * Takes over the last saved state if it matches the log: the record it names must be
-   * the one the log holds at that seq (a log restored from a backup, or cut back by a
-   * power cut, would not match). The file stays until the next save replaces it: a later
-   * start may take it over again and read more of the log after it, which is slower but
-   * right, since the log holds everything after the mark.
-   */
-  async #restoreSnapshot(now: number): Promise<{ log: LogMark | null; entries: number; writtenAt: number } | undefined> {
-    const file = this.#o.stateFile
-    if (file === undefined) return undefined
-    // An unusable file is removed at once (the folder synced, so a power cut does not
-    // bring it back): the next start would only refuse it again.
-    const skip = async (why: string, err?: unknown) => {
-      this.#o.onWarning(`ingest state snapshot not used (${why}); rebuilding from the log`, err)
-      await unlinkIfPresent(file)
-        .then(() => syncDir(dirname(file)))
-        .catch((err: unknown) => this.#o.onWarning('the unusable ingest state snapshot could not be removed', err))
-      this.#dedup = this.#newDedup()
-      this.#nonces = this.#newNonceStore()
-      return undefined
-    }
-    try {
-      // A save cut short by a crash leaves its temporary file, as large as the state.
-      await unlinkIfPresent(temporaryPathOf(file))
-      const snapshot = await readStateSnapshot(file)
-      if (snapshot === undefined) return undefined
-      if (snapshot.dedupWindowMs !== this.#o.dedupWindowMs || snapshot.nonceWindowMs !== this.#o.nonceWindowMs) return skip('written under other windows')
-      if (snapshot.log !== null && !(await this.#logHolds(snapshot.log))) return skip(`the log does not hold its last record, seq ${snapshot.log.seq}`)
-      await this.#dedup.restoreSnapshot(snapshot.dedup, now)
-      await this.#nonces.restoreSnapshot(snapshot.nonces, now)
-      return { log: snapshot.log, entries: this.#dedup.size + this.#nonces.size, writtenAt: snapshot.writtenAt }
-    } catch (err) {
-      return skip('unreadable', err)
-    }
-  }
-
-  async #logHolds(mark: LogMark): Promise<boolean> {
-    if (this.#o.log.info().lastSeq < mark.seq) return false
-    const [record] = await this.#o.log.read({ fromSeq: mark.seq }, 1)
-    return record !== undefined && record.seq === mark.seq && record.time === mark.time && record.dedupId === mark.dedupId
-  }
-
-  /** The log's last record (or the one at `seq`, appended and durable): a state saved now covers it. */
-  async logMark(seq = this.#o.log.info().lastSeq): Promise<LogMark | null> {
-    if (seq === 0) return null
-    const [record] = await this.#o.log.read({ fromSeq: seq }, 1)
-    if (record === undefined || record.seq !== seq) throw new Error(`the log cannot read its record at seq ${seq}`)
-    return { seq: record.seq, time: record.time, dedupId: record.dedupId }
-  }
-
-  /**
-   * Writes the nonce and dedup state for the next start. Returns what was written, or
-   * undefined without a state file or, for a save while running, with nothing new.
-   *
-   * - At a clean shutdown `mark` is given: the log's last record, taken once nothing
-   *   appends any more, the log since closed cleanly.
-   * - While running (no `mark`), the mark is the log's last record now, and the save first
-   *   waits for every request that may be appending up to it, so the state holds every
-   *   record up to the mark (a record's dedup entry is made once its append is durable).
-   *   Records appended while the state is copied out, shard by shard, may be in it too:
-   *   the start that takes it over reads the log from after the mark and remembers a
-   *   signal found in both once.
-   */
+  /** Writes the nonce and dedup state for the next start (IngestState.saveState). */
   saveState(mark?: LogMark | null): Promise<SavedState | undefined> {
-    const saved = this.#saving.then(() => this.#save(mark))
-    this.#saving = saved.catch(() => undefined)
-    return saved
+    return this.#state.saveState(mark)
   }
 
-  async #save(stopMark: LogMark | null | undefined): Promise<SavedState | undefined> {
-    const file = this.#o.stateFile
-    if (file === undefined) return undefined
-    let mark = stopMark
-    if (mark === undefined) {
-      // The log counts a record from its append on, before it is durable and remembered:
-      // the requests appending up to here are waited for first.
-      const { lastSeq } = this.#o.log.info()
-      if (lastSeq === 0 || lastSeq === this.#savedSeq) return undefined
-      await this.settled()
-      if (this.#appendRefused) throw new Error('the signal log refused an append, so the state may not cover it; no state is saved until a restart')
-      mark = await this.logMark(lastSeq)
-    }
-    const now = this.#o.now()
-    const running = stopMark === undefined
-    const bytes = await writeStateSnapshot(
-      file,
-      {
-        writtenAt: now,
-        dedupWindowMs: this.#o.dedupWindowMs,
-        nonceWindowMs: this.#o.nonceWindowMs,
-        log: mark,
-        dedup: this.#dedup.snapshot(now),
-        nonces: this.#nonces.snapshot(now),
-      },
-      // Signals accepted while the state was copied out are in it, past the mark: under a
-      // relaxed fsync stance they are on disk only once the log syncs (the stop's save
-      // comes after the log closed, which synced it).
-      running ? { beforeReplace: () => this.#o.log.sync() } : {},
-    )
-    this.#savedSeq = mark?.seq ?? 0
-    return { bytes, mark, dedupEntries: this.#dedup.size, nonces: this.#nonces.size }
+  /** The log's last record (or the one at `seq`): a state saved now covers it. */
+  logMark(seq?: number): Promise<LogMark | null> {
+    return this.#state.logMark(seq)
   }
 
   /** Re-claims a nonce that a refused request used before a restart. */
   restoreNonce(sourceId: string, keyId: string, nonce: string, claimedAt: number): void {
-    this.#nonces.restore(sourceId, keyId, nonce, claimedAt, this.#o.now())
+    this.#state.restoreNonce(sourceId, keyId, nonce, claimedAt)
+  }
+
+  /** Takes back what a retry noted before a restart (IngestState.restoreRetry). */
+  restoreRetry(note: RetryNote): void {
+    this.#state.restoreRetry(note)
   }
 
   /** Drops expired nonces and dedup entries; called from a slow timer. */
   sweep(): void {
-    const now = this.#o.now()
-    this.#nonces.sweep(now)
-    this.#dedup.sweep(now)
+    this.#state.sweep()
   }
-}
-
-/** What the start-up rebuild did, for the start log. */
-export interface RebuildReport {
-  /** Records read back from the log. */
-  readonly restored: number
-  /** Set when the state came from a saved one: the nonces and dedup entries it held, and when it was saved. */
-  readonly snapshot: { readonly entries: number; readonly writtenAt: number } | undefined
-}
-
-/** What `saveState` wrote. */
-export interface SavedState {
-  readonly bytes: number
-  readonly mark: LogMark | null
-  readonly dedupEntries: number
-  readonly nonces: number
 }
 
 /** A pending key not yet tested. Checked before calling #markTested, so that an accept by any other key costs no async call. */
@@ -596,53 +404,4 @@ function assertNotRevoked(key: LiveKey): void {
 export function nonceCap(maxRate: Manifest['max_rate'], windowMs: number): number {
   const perWindow = ratePerMs(maxRate) * windowMs
   return Math.max(1000, Math.ceil(2 * perWindow + (maxRate.burst ?? maxRate.rate)))
-}
-
-function signalRecord(
-  req: SignedRequest,
-  signalId: string,
-  test: boolean,
-  emittedAtMs: number,
-  signal: { token: string; severity: string; confidence?: number; note?: string },
-): SignalRecord {
-  return {
-    v: 1,
-    source_id: req.source.source_id,
-    signal_id: signalId,
-    key_id: req.key.record.key_id,
-    test,
-    received_at: new Date(req.receivedAtMs).toISOString(),
-    emitted_at: new Date(emittedAtMs).toISOString(),
-    token: signal.token,
-    severity: signal.severity,
-    confidence: signal.confidence ?? null,
-    note: signal.note ?? null,
-    idempotency_key: req.idempotencyKey ?? null,
-    body_sha256: req.bodySha256,
-    request_timestamp: req.timestampHeader,
-    nonce: req.nonce,
-    signature: Buffer.from(req.signature).toString('base64'),
-    body: req.body.toString('utf8'),
-  }
-}
-
-/**
- * The 202 body (spec 2.3). A replay answers for the original (DESIGN.md section 4: same
- * body, 202 with the original `received_at`), and so carries the original's `"test":
- * true` whatever key resent it: a test is recorded and never delivered, and the client
- * is told so rather than refused. `"disputed": true` says that an accepted dispute has
- * since moved the signal to state disputed (spec 3.2); `status` stays the spec's
- * `accepted`, the outcome of this request.
- */
-function accepted(sourceId: string, record: DedupRecord, deduplicated: boolean, disputed: boolean): AcceptedBody {
-  return {
-    ok: true,
-    signal_id: record.signalId,
-    source_id: sourceId,
-    status: 'accepted',
-    received_at: new Date(record.receivedAtMs).toISOString(),
-    ...(record.test ? { test: true as const } : {}),
-    ...(deduplicated ? { deduplicated: true as const } : {}),
-    ...(disputed ? { disputed: true as const } : {}),
-  }
 }

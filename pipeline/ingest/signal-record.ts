@@ -1,3 +1,7 @@
+import type { AcceptedBody } from '../../schemas/signal.js'
+import type { DedupRecord } from './signal-dedup.js'
+import type { SignedRequest } from './signed-request.js'
+
 /**
  * A signal as written to the log: the normalised fields renters will see, plus what
  * makes the record self-proving later (the exact raw body, the signature and the
@@ -33,3 +37,61 @@ export const encodeSignalRecord = (record: SignalRecord): Uint8Array => Buffer.f
 
 export const decodeSignalRecord = (data: Uint8Array): SignalRecord =>
   JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as SignalRecord
+
+/** What the dedup index keeps of a logged signal. */
+export const dedupRecordOf = (r: SignalRecord): DedupRecord => ({
+  bodySha256: r.body_sha256,
+  signalId: r.signal_id,
+  receivedAtMs: Date.parse(r.received_at),
+  test: r.test,
+})
+
+/** The log record of a request about to be accepted. */
+export function signalRecord(
+  req: SignedRequest,
+  signalId: string,
+  test: boolean,
+  emittedAtMs: number,
+  signal: { token: string; severity: string; confidence?: number; note?: string },
+): SignalRecord {
+  return {
+    v: 1,
+    source_id: req.source.source_id,
+    signal_id: signalId,
+    key_id: req.key.record.key_id,
+    test,
+    received_at: new Date(req.receivedAtMs).toISOString(),
+    emitted_at: new Date(emittedAtMs).toISOString(),
+    token: signal.token,
+    severity: signal.severity,
+    confidence: signal.confidence ?? null,
+    note: signal.note ?? null,
+    idempotency_key: req.idempotencyKey ?? null,
+    body_sha256: req.bodySha256,
+    request_timestamp: req.timestampHeader,
+    nonce: req.nonce,
+    signature: Buffer.from(req.signature).toString('base64'),
+    body: req.body.toString('utf8'),
+  }
+}
+
+/**
+ * The 202 body (spec 2.3). A replay answers for the original (DESIGN.md section 4: same
+ * body, 202 with the original `received_at`), and so carries the original's `"test":
+ * true` whatever key resent it: a test is recorded and never delivered, and the client
+ * is told so rather than refused. `"disputed": true` says that an accepted dispute has
+ * since moved the signal to state disputed (spec 3.2); `status` stays the spec's
+ * `accepted`, the outcome of this request.
+ */
+export function accepted(sourceId: string, record: DedupRecord, deduplicated: boolean, disputed: boolean): AcceptedBody {
+  return {
+    ok: true,
+    signal_id: record.signalId,
+    source_id: sourceId,
+    status: 'accepted',
+    received_at: new Date(record.receivedAtMs).toISOString(),
+    ...(record.test ? { test: true as const } : {}),
+    ...(deduplicated ? { deduplicated: true as const } : {}),
+    ...(disputed ? { disputed: true as const } : {}),
+  }
+}
