@@ -26,8 +26,6 @@ export interface IngestEdgeParts {
   /** True until the nonce and dedup state is rebuilt from the journal. */
   readonly isStarting: () => boolean
   readonly track: (reply: Reply) => void
-  /** Refusals per code since the last summary line. */
-  readonly refusals: Map<string, number>
   readonly metrics: Metrics
 }
 
@@ -58,10 +56,9 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
       else logger.debug({ request_id: reply.requestId, code: error.code }, 'ingest refused for now')
     } else {
       // One line per refusal only at debug: at info, a flood of junk would become a flood of
-      // log lines. Operators get a count per code each minute (`refusals`); creators get
+      // log lines. Operators get a count per code each minute (Metrics.refusalsSinceLastSummary); creators get
       // the full list through ingest-errors.
       logger.debug({ request_id: reply.requestId, source_id: ctx.sourceId, code: error.code, status: error.status }, 'ingest refused')
-      parts.refusals.set(error.code, (parts.refusals.get(error.code) ?? 0) + 1)
     }
     // 5xx answers reach this list too (not_ready, a full nonce store, internal_error);
     // only `shed` below, the cheapest answer under overload, stays out of it.

@@ -1,3 +1,5 @@
+import { ERROR_STATUS, type ErrorCode } from '../schemas/api-error.js'
+
 /**
  * Process metrics in the Prometheus text format (`GET /metrics`, admin token).
  * Aggregates only: no source, key or signal ids, so the page leaks no tenant.
@@ -15,7 +17,9 @@ export interface Gauges {
 export class Metrics {
   #accepted = 0
   #deduplicated = 0
-  readonly #refused = new Map<string, number>()
+  readonly #refused = new Map<ErrorCode, number>()
+  /** `#refused` as the last summary line saw it. */
+  readonly #summarised = new Map<ErrorCode, number>()
   readonly #buckets = new Float64Array(LATENCY_BUCKETS_MS.length)
   #latencyCount = 0
   #latencySumMs = 0
@@ -34,8 +38,22 @@ export class Metrics {
     }
   }
 
-  refused(code: string): void {
+  refused(code: ErrorCode): void {
     this.#refused.set(code, (this.#refused.get(code) ?? 0) + 1)
+  }
+
+  /**
+   * The client-error refusals (4xx) counted since the previous call, by code: the
+   * once-a-minute summary line. Shedding and other 5xx answers stay in /metrics only.
+   */
+  refusalsSinceLastSummary(): Partial<Record<ErrorCode, number>> {
+    const since: Partial<Record<ErrorCode, number>> = {}
+    for (const [code, n] of this.#refused) {
+      const before = this.#summarised.get(code) ?? 0
+      if (n > before && ERROR_STATUS[code] < 500) since[code] = n - before
+      this.#summarised.set(code, n)
+    }
+    return since
   }
 
   render(g: Gauges): string {

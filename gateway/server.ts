@@ -77,12 +77,10 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     reply.onFinish = finished
   }
   const isDraining = () => draining
-  const refusals = new Map<string, number>()
   const metrics = new Metrics()
   const summary = setInterval(() => {
-    if (refusals.size === 0) return
-    options.logger.info({ refusals: Object.fromEntries(refusals) }, 'ingest refusals in the last minute')
-    refusals.clear()
+    const refusals = metrics.refusalsSinceLastSummary()
+    if (Object.keys(refusals).length > 0) options.logger.info({ refusals }, 'ingest refusals in the last minute')
   }, 60_000).unref()
   const parts: JsonRoutesParts = { app, registry: options.registry, bodies: controlBodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 }, routes: new Map() }
 
@@ -103,7 +101,6 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       isDraining,
       isStarting: options.isStarting,
       track,
-      refusals,
       metrics,
     }),
   )
