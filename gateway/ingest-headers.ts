@@ -56,7 +56,12 @@ export function collectIngestHeaders(req: HttpRequest): IngestHeaders {
 }
 
 
-const SIGNATURE = /^ed25519=:([A-Za-z0-9+/]{86}==):$/
+/**
+ * 64 bytes are 86 base64 characters and `==`; the last character carries 2 bits of the
+ * signature and 4 bits that must be zero (A, Q, g or w). Without that, 16 spellings of
+ * one signature would verify, and the header would be malleable.
+ */
+const SIGNATURE = /^ed25519=:([A-Za-z0-9+/]{85}[AQgw]==):$/
 const KEY_ID = /^[A-Za-z0-9_-]{1,64}$/
 // Visible ASCII only: a line feed in a nonce would let one signing string be read two ways.
 const NONCE = /^[\x21-\x7e]{1,128}$/

@@ -283,3 +283,33 @@ t.test('the request skew is checked at the edge, before the signature: 301 s old
   const ts = new Date(Date.now() - 301_000).toISOString()
   expectError(await push(gw, src.sign(payload(src.sourceId, { ts }), { timestamp: ts, key: generateCreatorKey() })), 401, 'stale_timestamp')
 })
+
+t.test('the signature header is standard base64, canonical: the base64url alphabet and a last character with stray bits are refused with 401 missing_signature', async (t) => {
+  // Signatures are random: sign until one holds + or / (nearly every one does).
+  let signed = src.sign(payload(src.sourceId))
+  while (!/[+/]/.test(signed.headers['x-svc-signature']!)) signed = src.sign(payload(src.sourceId))
+  const header = signed.headers['x-svc-signature']!
+  const urlSafe = header.replace(/\+/g, '-').replace(/\//g, '_')
+  expectError(await push(gw, { ...signed, headers: { ...signed.headers, 'x-svc-signature': urlSafe } }), 401, 'missing_signature', 'base64url')
+  // The last character before == carries 2 bits; the next one up decodes to the same 64 bytes.
+  const last = header.at(-4)!
+  const alphabet = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'
+  const stray = `${header.slice(0, -4)}${alphabet[alphabet.indexOf(last) + 1]}==:`
+  t.same(Buffer.from(stray.slice(9, -1), 'base64'), Buffer.from(header.slice(9, -1), 'base64'), 'the same bytes, spelled another way')
+  expectError(await push(gw, { ...signed, headers: { ...signed.headers, 'x-svc-signature': stray } }), 401, 'missing_signature', 'stray bits')
+  t.equal((await push(gw, signed)).status, 202, 'the canonical spelling is accepted')
+})
+
+t.test('the timestamp is signed as sent, not as the gateway would write it: without milliseconds, or ending in +00:00', async (t) => {
+  const now = new Date(Date.now() - 1000).toISOString()
+  for (const timestamp of [`${now.slice(0, 19)}Z`, `${now.slice(0, 23)}+00:00`, `${now.slice(0, 23)}123456Z`]) {
+    const res = await push(gw, src.sign(payload(src.sourceId), { timestamp }))
+    t.equal(res.status, 202, `${timestamp}: ${JSON.stringify(res.body.error ?? '')}`)
+  }
+})
+
+t.test('a query string is neither signed nor read: a push signed for the path is accepted with ?via=proxy appended', async (t) => {
+  const signed = src.sign(payload(src.sourceId))
+  const res = await push(gw, { ...signed, path: `${signed.path}?via=proxy` })
+  t.equal(res.status, 202, JSON.stringify(res.body.error ?? ''))
+})

@@ -101,6 +101,15 @@ t.test('a malformed Idempotency-Key is refused with 400 invalid_body', async (t)
   t.equal(res.body.error.code, 'invalid_body')
 })
 
+t.test('a malformed Idempotency-Key is refused before dedup: also on a retry of an accepted signal, which it does not get bound to', async (t) => {
+  const p = payload(src.sourceId)
+  t.equal((await push(gw, src.sign(p))).status, 202)
+  const res = await push(gw, src.sign(p, { idempotencyKey: 'bad key!' }))
+  t.equal(res.status, 400)
+  t.equal(res.body.error.code, 'invalid_body', res.body.error?.message)
+  t.equal((await push(gw, src.sign(p))).status, 202, 'the signal is still there for a well-formed retry')
+})
+
 t.test('concurrent duplicates of one new signal produce one accept and deduplicated accepts, never two records', async (t) => {
   const p = payload(src.sourceId)
   const results = await Promise.all(Array.from({ length: 20 }, () => push(gw, src.sign(p))))

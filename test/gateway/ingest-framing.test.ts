@@ -105,6 +105,14 @@ t.test('a body of 16,385 bytes is refused with 400 invalid_body before it is rea
   t.equal(res?.closed, true, 'the connection is closed')
 })
 
+t.test('a declared length of 16,385 bytes is refused from the head, before the source ids: invalid_body, not invalid_source_id, and the connection closed', async (t) => {
+  const body = Buffer.alloc(16_385, 0x20)
+  const headers = signedHeaders(body).map(([k, v]): [string, string] => (k === 'X-Svc-Source-Id' ? [k, 'src_other'] : [k, v]))
+  const res = await rawRequest(gw.port, [requestBytes(path, headers, body)])
+  await refusedRaw(t, res, 400, 'invalid_body')
+  t.equal(res?.closed, true, 'the connection is closed: the body was not read')
+})
+
 t.test('a body of exactly 16,384 bytes is read (and judged on its content)', async (t) => {
   const p = JSON.stringify(payload(src.sourceId))
   const body = Buffer.from(p + ' '.repeat(16_384 - p.length))
@@ -193,10 +201,16 @@ t.test('the control plane refuses two Content-Length headers too, and closes the
 })
 
 t.test('a Content-Type other than application/json is refused with 400 invalid_body', async (t) => {
-  const signed = src.sign(payload(src.sourceId))
-  const res = await push(gw, { ...signed, headers: { ...signed.headers, 'content-type': 'text/plain' } })
-  t.equal(res.status, 400)
-  t.equal(res.body.error.code, 'invalid_body')
+  for (const type of ['text/plain', 'application/jsonp', 'application/json-seq', 'application/json; charset=latin1', 'application/json; charset=utf-8; x=1']) {
+    const signed = src.sign(payload(src.sourceId))
+    const res = await push(gw, { ...signed, headers: { ...signed.headers, 'content-type': type } })
+    t.equal(res.status, 400, type)
+    t.equal(res.body.error.code, 'invalid_body', type)
+  }
+  for (const type of ['application/json; charset=utf-8', 'Application/JSON;charset="UTF-8"']) {
+    const signed = src.sign(payload(src.sourceId))
+    t.equal((await push(gw, { ...signed, headers: { ...signed.headers, 'content-type': type } })).status, 202, type)
+  }
 })
 
 t.test('GET on the ingest path is 405 and an unknown path is 404, both with error bodies', async (t) => {

@@ -39,6 +39,15 @@ t.test('a ts more than 300 seconds from the request timestamp is refused with in
   await accepted({ ts: new Date(Date.now() - 299_000).toISOString() })
 })
 
+t.test('ts is held to the request timestamp, not to the server clock: both within 300 s of now but 450 s apart is invalid_timestamp', async (t) => {
+  const timestamp = new Date(Date.now() - 250_000).toISOString()
+  const res = await push(gw, src.sign(payload(src.sourceId, { ts: new Date(Date.now() + 200_000).toISOString() }), { timestamp }))
+  t.equal(res.status, 400)
+  t.equal(res.body?.error?.code, 'invalid_timestamp', res.body?.error?.message)
+  const close = await push(gw, src.sign(payload(src.sourceId, { ts: new Date(Date.now() - 400_000).toISOString() }), { timestamp }))
+  t.equal(close.status, 202, 'and 400 s before now, but within 300 s of the request timestamp, is accepted')
+})
+
 t.test('a token that is not an address of a declared chain is refused with invalid_token', async () => {
   await refused({ token: 'not-an-address' }, 'invalid_token')
   await refused({ token: EVM_TOKEN.replace('a', 'A') }, 'invalid_token')

@@ -19,6 +19,15 @@ t.test('a new key starts pending', async (t) => {
   t.equal(keys.body.data[0].key_id, src.keyId)
 })
 
+t.test('every signal a pending key signs is a test signal, not only the first: recorded, answered with "test": true, never delivered', async (t) => {
+  const src = await provision(gw, { activate: false })
+  for (const which of ['first', 'second', 'third']) {
+    const res = await push(gw, src.sign(payload(src.sourceId)))
+    t.equal(res.status, 202, which)
+    t.equal(res.body.test, true, `the ${which} signal is a test signal`)
+  }
+})
+
 t.test('promoting a key before a test signal is refused with 409 key_not_tested', async (t) => {
   const src = await provision(gw, { activate: false })
   const res = await keyCall(src, src.keyId, 'promote')
