@@ -56,8 +56,8 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
       else logger.debug({ request_id: reply.requestId, code: error.code }, 'ingest refused for now')
     } else {
       // One line per refusal only at debug: at info, a flood of junk would become a flood of
-      // log lines. Operators get a count per code each minute (Metrics.refusalsSinceLastSummary); creators get
-      // the full list through ingest-errors.
+      // log lines. Operators get a count per code each minute
+      // (Metrics.refusalsSinceLastSummary); creators get the full list through ingest-errors.
       logger.debug({ request_id: reply.requestId, source_id: ctx.sourceId, code: error.code, status: error.status }, 'ingest refused')
     }
     // 5xx answers reach this list too (not_ready, a full nonce store, internal_error);
@@ -99,13 +99,12 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
   return (reply, req, res) => {
     const receivedAtMs = parts.now()
     parts.track(reply)
-    if (parts.isDraining() || parts.isStarting() || !pool.hasRoom() || !parts.pipeline.hasRoom()) return shed(reply)
-    const path = req.getUrl()
     const urlSourceId = req.getParameter(0) ?? ''
-    const headers = collectIngestHeaders(req)
     const source = registry.source(urlSourceId)
-    // A source whose share of the verification slots is taken is shed before its body is read.
-    if (source !== undefined && !pool.hasRoom(urlSourceId)) return shed(reply)
+    // A known source is also shed once it holds its share of the verification slots.
+    if (parts.isDraining() || parts.isStarting() || !pool.hasRoom(source?.source_id) || !parts.pipeline.hasRoom()) return shed(reply)
+    const path = req.getUrl()
+    const headers = collectIngestHeaders(req)
     const ctx: RefusalContext = { sourceKnown: source !== undefined, sourceId: urlSourceId, keyId: null, signalId: null, nonce: undefined }
 
     // Spec 7 files an oversized body under invalid_body too.

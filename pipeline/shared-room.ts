@@ -4,7 +4,8 @@
  * checked in this order:
  *
  * - `holder_full`: a holder keeps at most its share of the store (a quarter unless
- *   told otherwise), and at most the cap the caller derives from its max_rate. That is its own excess, answered as such.
+ *   told otherwise), and at most the cap the caller derives from its max_rate. That is
+ *   its own excess, answered as such.
  * - `store_full`: all holders together stay within `max`.
  * - The last eighth is kept for light holders: once the store is that full, only a
  *   holder keeping less than a thirty-second of it may add (`store_full` for the

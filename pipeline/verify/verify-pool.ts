@@ -70,9 +70,9 @@ function workerFile(): string {
  * The number of requests waiting is bounded by `queueLimit`: the edge takes a slot
  * with `reserve()` once a request's body is complete and its cheap checks passed, and
  * spends it on `verify()` (or gives it back with `release()`). A source holds at most a
- * quarter of the slots (#slots), so requests sent under one source's ids
- * cannot shut the others out. Bodies still arriving hold no slot; they are bounded by
- * the body reader (BODY_SLOW_MAX).
+ * quarter of the slots (#slots), so requests sent under one source's ids cannot shut
+ * the others out. Bodies still arriving hold no slot; they are bounded by the body
+ * reader (BODY_SLOW_MAX).
  */
 export class VerifyPool {
   readonly #piscina: Piscina
