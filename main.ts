@@ -2,10 +2,16 @@ import { pino } from 'pino'
 import { ConfigError, describeConfig, loadConfig, missingNodeFlags } from './config/index.js'
 import { DataDirLockedError } from './data-dir-lock.js'
 import { PortInUseError } from './gateway/index.js'
+import { isLogError } from './pipeline/index.js'
+import { RegistryError } from './registry/index.js'
 import { startService } from './service.js'
 
 /** sysexits.h EX_TEMPFAIL: a restart is expected to fix it. */
 const EXIT_TEMPFAIL = 75
+/** sysexits.h EX_DATAERR: stored data is damaged, and a restart would read the same bytes. */
+const EXIT_DATAERR = 65
+/** sysexits.h EX_CONFIG. */
+const EXIT_CONFIG = 78
 
 /** Process entry: configuration, logging, signals. `--help` lists every variable. */
 async function main(): Promise<void> {
@@ -49,7 +55,13 @@ main().catch((err: unknown) => {
   // systemd unit does not restart it, since a restart would not fix it.
   if (err instanceof ConfigError) {
     process.stderr.write(`configuration error: ${err.message}\n`)
-    process.exit(78)
+    process.exit(EXIT_CONFIG)
+  }
+  // Damaged acknowledged data (the signal log or the registry) exits 65, EX_DATAERR, not
+  // restarted either: starting would lose what it holds, and a restart reads the same bytes.
+  if (isLogError(err, 'log_corrupt') || err instanceof RegistryError) {
+    process.stderr.write(`damaged data in DATA_DIR, not started (a restart would read the same bytes): ${err.message}\n`)
+    process.exit(EXIT_DATAERR)
   }
   if (err instanceof DataDirLockedError || err instanceof PortInUseError) {
     process.stderr.write(`not started: ${err.message}\n`)

@@ -1,3 +1,4 @@
+import { ApiError } from '../schemas/api-error.js'
 import type { DisputeRecord } from './records.js'
 
 /**
@@ -64,6 +65,27 @@ export class Disputes {
   /** The accepted dispute that moved the signal to state disputed, if one did. */
   disputeOf(sourceId: string, signalId: string): string | undefined {
     return this.#disputed.get(sourceId)?.get(signalId)
+  }
+
+  /**
+   * Refuses a new dispute of `creatorId`'s source `sourceId` naming `signalIds` when one
+   * is already named by a live dispute (naming it again would only take another place of
+   * the bounds), or when a bound is reached.
+   */
+  checkCanOpen(sourceId: string, creatorId: string, signalIds: readonly string[]): void {
+    const named = new Set(signalIds)
+    for (const other of this.of(sourceId)) {
+      if (other.state === 'rejected') continue
+      const again = other.signals.find((s) => named.has(s.signal_id))
+      if (again !== undefined) throw new ApiError('already_exists', `signal ${again.signal_id} is already named by dispute ${other.dispute_id} (${other.state})`)
+    }
+    if (this.of(sourceId).length >= DISPUTE_LIMITS.perSource) {
+      throw new ApiError('limit_exceeded', `a source holds at most ${DISPUTE_LIMITS.perSource} disputes`)
+    }
+    if (this.ofCreator(creatorId) >= DISPUTE_LIMITS.perCreator) {
+      throw new ApiError('limit_exceeded', `a creator holds at most ${DISPUTE_LIMITS.perCreator} disputes over all its sources`)
+    }
+    if (this.size >= DISPUTE_LIMITS.total) throw new ApiError('limit_exceeded', 'the registry holds no more disputes: ask the operator')
   }
 
   add(record: DisputeRecord): () => void {

@@ -1,4 +1,8 @@
+import { randomBytes } from 'node:crypto'
 import type { Listing, Manifest } from '../schemas/manifest.js'
+
+/** A new record id: the kind's prefix and 96 random bits, so ids reveal neither count nor order. */
+export const newId = (prefix: string): string => `${prefix}_${randomBytes(12).toString('base64url')}`
 
 export type Role = 'admin' | 'creator' | 'renter'
 

@@ -3,6 +3,7 @@ import { join } from 'node:path'
 import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import { replaceFileDurably, syncDir, writeFully } from '../storage/index.js'
 import type { RegistrySnapshot } from './records.js'
+import { RegistryError } from './registry-error.js'
 import { replayChanges, type RegistryChange, type RegistryStore } from './registry-store.js'
 
 /** The change log is folded into the snapshot once it outgrows the snapshot, or this. */
@@ -48,8 +49,7 @@ export class RegistryFile implements RegistryStore {
     const text = await readIfPresent(this.#path)
     let snapshot: RegistrySnapshot | undefined
     if (text !== undefined) {
-      snapshot = JSON.parse(text.toString('utf8')) as RegistrySnapshot
-      if (snapshot.version !== 1) throw new Error(`${this.#path}: unknown registry version ${String(snapshot.version)}`)
+      snapshot = parseSnapshot(text, this.#path)
       this.#snapshotBytes = text.length
       this.#generation = snapshot.generation ?? 0
     }
@@ -58,12 +58,10 @@ export class RegistryFile implements RegistryStore {
     const changes: RegistryChange[] = []
     let start = 0
     for (let end = log.indexOf(10, start); end >= 0; end = log.indexOf(10, start)) {
-      let line: LogLine
-      try {
-        line = JSON.parse(log.subarray(start, end).toString('utf8')) as LogLine
-      } catch (err) {
+      const line = parseChange(log.subarray(start, end))
+      if (line === undefined) {
         // Only the last line can be torn; a bad line with more after it is damage.
-        if (log.indexOf(10, end + 1) >= 0) throw new Error(`${this.#logPath}: damaged change at byte ${start}`, { cause: err })
+        if (log.indexOf(10, end + 1) >= 0) throw new RegistryError(`${this.#logPath}: damaged change at byte ${start}, with changes after it`)
         break
       }
       if ((line.generation ?? 0) >= this.#generation) changes.push(line)
@@ -168,6 +166,36 @@ export async function* snapshotPieces(doc: RegistrySnapshot): AsyncGenerator<Buf
     yield Buffer.from(']')
   }
   yield Buffer.from('}')
+}
+
+/** The snapshot in `text`, read from `path`; RegistryError if a start cannot use it. */
+function parseSnapshot(text: Buffer, path: string): RegistrySnapshot {
+  let doc: Partial<RegistrySnapshot> | null
+  try {
+    doc = JSON.parse(text.toString('utf8')) as Partial<RegistrySnapshot> | null
+  } catch (err) {
+    throw new RegistryError(`${path} is not valid JSON`, { cause: err })
+  }
+  if (doc === null || typeof doc !== 'object' || doc.version !== 1) {
+    throw new RegistryError(`${path}: unknown registry version ${String(doc?.version)}`)
+  }
+  // Required since the first version; the later lists (retired_keys, disputes) may be absent.
+  for (const list of ['tokens', 'agents', 'sources', 'keys'] as const) {
+    if (!Array.isArray(doc[list])) throw new RegistryError(`${path} has no ${list} list`)
+  }
+  return doc as RegistrySnapshot
+}
+
+/** The change on one line of the log, or undefined if the line is not one. */
+function parseChange(bytes: Buffer): LogLine | undefined {
+  let line: Partial<LogLine> | null
+  try {
+    line = JSON.parse(bytes.toString('utf8')) as Partial<LogLine> | null
+  } catch {
+    return undefined
+  }
+  const lists = [line?.tokens, line?.agents, line?.sources, line?.keys, line?.droppedKeys]
+  return lists.every((list) => Array.isArray(list)) ? (line as LogLine) : undefined
 }
 
 /** A change as the log holds it: with the generation it was written in (absent in older logs: 0). */

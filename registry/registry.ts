@@ -1,75 +1,14 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
 import { ApiError } from '../schemas/api-error.js'
 import type { Listing, Manifest } from '../schemas/manifest.js'
-import { MAX_TOKEN_CHARS } from './records.js'
-import { DISPUTE_LIMITS, Disputes } from './disputes.js'
-import type { AgentRecord, DisputedSignal, DisputeRecord, KeyRecord, Principal, RegistrySnapshot, RetiredKey, SourceRecord, TokenRecord } from './records.js'
-import type { RegistryChange, RegistryStore } from './registry-store.js'
-import { RETIRED_KEYS_PER_SOURCE, RetiredKeys } from './retired-keys.js'
-
-/** Bounds on what the registry holds: tokens and agents in all, slots per agent, keys per source. */
-export const REGISTRY_LIMITS = {
-  /** Tokens that authenticate. */
-  tokens: 100_000,
-  /**
-   * Revoked token records kept, so a revocation can be read back and repeated; past
-   * this the oldest is dropped (its hash goes with it, so it still authenticates nobody).
-   */
-  revokedTokens: 10_000,
-  agents: 100_000,
-  slotsPerAgent: 1000,
-  /** Sources in all: agents times slots alone would allow 100 million. */
-  sources: 100_000,
-  /** Keys that can still sign (pending, active, grace). */
-  liveKeysPerSource: 32,
-  /**
-   * Revoked keys kept per source, so a request signed with one is told `revoked_key`.
-   * Past this, the oldest revoked record is dropped and only its fingerprint is kept, so
-   * the public key still cannot be registered again: rotation must never run into a
-   * wall (spec 5.3), and the registry stays bounded (a year of weekly rotations fits;
-   * 96 records at most per source, about 50 KB in memory).
-   */
-  revokedKeysPerSource: 64,
-  /** Fingerprints of dropped revoked keys kept per source. */
-  retiredKeysPerSource: RETIRED_KEYS_PER_SOURCE,
-} as const
-
-/** The change being made: what to record, and how to undo it in memory if recording fails. */
-interface PendingChange extends RegistryChange {
-  readonly retiredKeys: RetiredKey[]
-  readonly disputes: DisputeRecord[]
-  readonly undo: Array<() => void>
-}
-
-const sha256Hex = (s: string) => createHash('sha256').update(s).digest('hex')
-const newId = (prefix: string) => `${prefix}_${randomBytes(12).toString('base64url')}`
-
-/**
- * Ids grouped by the id of what owns them (keys by source, sources by agent), so that
- * listing one owner's records costs that owner's records, not the whole registry.
- */
-class OwnerIndex {
-  readonly #groups = new Map<string, Set<string>>()
-
-  add(owner: string, id: string): void {
-    let group = this.#groups.get(owner)
-    if (group === undefined) this.#groups.set(owner, (group = new Set()))
-    group.add(id)
-  }
-
-  delete(owner: string, id: string): void {
-    const group = this.#groups.get(owner)
-    if (group === undefined) return
-    group.delete(id)
-    if (group.size === 0) this.#groups.delete(owner)
-  }
-
-  of(owner: string): ReadonlySet<string> {
-    return this.#groups.get(owner) ?? EMPTY
-  }
-}
-
-const EMPTY: ReadonlySet<string> = new Set()
+import { ChangeSet } from './change-set.js'
+import { Disputes } from './disputes.js'
+import { REGISTRY_LIMITS } from './limits.js'
+import { OwnerIndex } from './owner-index.js'
+import { newId } from './records.js'
+import type { AgentRecord, DisputedSignal, DisputeRecord, KeyRecord, Principal, RegistrySnapshot, SourceRecord, TokenRecord } from './records.js'
+import type { RegistryStore } from './registry-store.js'
+import { RetiredKeys } from './retired-keys.js'
+import { TokenTable } from './token-table.js'
 
 /** A key as the hot path needs it: the record plus the decoded public key. */
 export interface LiveKey {
@@ -81,70 +20,43 @@ export interface LiveKey {
  * Control-plane state: tokens, agents, sources and keys. Reads are synchronous
  * map look-ups (the ingest hot path asks for a key on every request); every change
  * is persisted through the store before the promise resolves, one at a time, so the
- * file never lags what a client was told.
+ * file never lags what a client was told (`change-set.ts`).
  */
 export class Registry {
-  readonly #store: RegistryStore
-  readonly #adminHash: Buffer
   readonly #now: () => number
-  /** Every token record by token id, oldest first. */
-  #tokens = new Map<string, TokenRecord>()
-  /** The tokens that authenticate, by the SHA-256 of the token. */
-  #liveTokens = new Map<string, TokenRecord>()
-  /** created_at of the newest token: a new one is never older. */
-  #lastTokenCreatedAt = ''
-  /** Revoked token ids, oldest revocation first. */
-  #revokedTokens = new Set<string>()
-  #agents = new Map<string, AgentRecord>()
-  #sources = new Map<string, SourceRecord>()
-  #keys = new Map<string, LiveKey>()
-  #sourcesByAgent = new OwnerIndex()
-  #keysBySource = new OwnerIndex()
-  #retiredKeys = new RetiredKeys()
-  #disputes = new Disputes()
-  #chain: Promise<unknown> = Promise.resolve()
-  /** Set while a change runs: the mutations below note in it what they touch. */
-  #pending: PendingChange | undefined
-  readonly #inFlight = new Map<string, Promise<void>>()
+  readonly #changes: ChangeSet
+  readonly #tokens: TokenTable
+  readonly #agents: Map<string, AgentRecord>
+  readonly #sources: Map<string, SourceRecord>
+  readonly #keys: Map<string, LiveKey>
+  readonly #sourcesByAgent = new OwnerIndex()
+  readonly #keysBySource = new OwnerIndex()
+  readonly #retiredKeys: RetiredKeys
+  readonly #disputes: Disputes
   /** Keys whose promotion is made in memory but not yet recorded. */
   readonly #promoting = new Set<string>()
 
-  private constructor(store: RegistryStore, adminToken: string, now: () => number) {
-    this.#store = store
-    this.#adminHash = createHash('sha256').update(adminToken).digest()
+  private constructor(store: RegistryStore, adminToken: string, now: () => number, snapshot: RegistrySnapshot | undefined) {
     this.#now = now
+    this.#changes = new ChangeSet((change) => store.append(change, () => this.#snapshot()))
+    this.#tokens = new TokenTable(this.#changes, adminToken, snapshot?.tokens)
+    this.#agents = new Map((snapshot?.agents ?? []).map((a) => [a.agent_id, a]))
+    this.#sources = new Map((snapshot?.sources ?? []).map((s) => [s.source_id, s]))
+    this.#keys = new Map((snapshot?.keys ?? []).map((k) => [k.key_id, { record: k, publicKey: Buffer.from(k.public_key, 'base64url') }]))
+    for (const s of this.#sources.values()) this.#sourcesByAgent.add(s.agent_id, s.source_id)
+    for (const k of this.#keys.values()) this.#keysBySource.add(k.record.source_id, k.record.key_id)
+    this.#retiredKeys = new RetiredKeys(snapshot?.retired_keys)
+    this.#disputes = new Disputes(snapshot?.disputes)
   }
 
   static async open(store: RegistryStore, adminToken: string, now: () => number = Date.now): Promise<Registry> {
-    const registry = new Registry(store, adminToken, now)
-    const snapshot = await store.load()
-    if (snapshot !== undefined) registry.#load(snapshot)
-    return registry
-  }
-
-  #load(snapshot: RegistrySnapshot): void {
-    // Records written before tokens could be revoked have no revoked_at.
-    for (const t of snapshot.tokens) t.revoked_at ??= null
-    this.#tokens = new Map(snapshot.tokens.map((t) => [t.token_id, t]))
-    for (const t of snapshot.tokens) if (t.created_at > this.#lastTokenCreatedAt) this.#lastTokenCreatedAt = t.created_at
-    this.#liveTokens = new Map(snapshot.tokens.filter((t) => t.revoked_at === null).map((t) => [t.sha256, t]))
-    const revoked = snapshot.tokens.filter((t) => t.revoked_at !== null).sort((a, b) => ((a.revoked_at as string) < (b.revoked_at as string) ? -1 : 1))
-    this.#revokedTokens = new Set(revoked.map((t) => t.token_id))
-    this.#agents = new Map(snapshot.agents.map((a) => [a.agent_id, a]))
-    this.#sources = new Map(snapshot.sources.map((s) => [s.source_id, s]))
-    this.#keys = new Map(snapshot.keys.map((k) => [k.key_id, { record: k, publicKey: Buffer.from(k.public_key, 'base64url') }]))
-    this.#sourcesByAgent = new OwnerIndex()
-    for (const s of snapshot.sources) this.#sourcesByAgent.add(s.agent_id, s.source_id)
-    this.#keysBySource = new OwnerIndex()
-    for (const k of snapshot.keys) this.#keysBySource.add(k.source_id, k.key_id)
-    this.#retiredKeys = new RetiredKeys(snapshot.retired_keys)
-    this.#disputes = new Disputes(snapshot.disputes)
+    return new Registry(store, adminToken, now, await store.load())
   }
 
   #snapshot(): RegistrySnapshot {
     return {
       version: 1,
-      tokens: [...this.#tokens.values()],
+      tokens: [...this.#tokens.records()],
       agents: [...this.#agents.values()],
       sources: [...this.#sources.values()],
       keys: [...this.#keys.values()].map((k) => k.record),
@@ -153,130 +65,42 @@ export class Registry {
     }
   }
 
-  /**
-   * Runs one change at a time and records it before resolving: only the records it
-   * touched, so a change costs the same however large the registry is. If recording
-   * fails the touched records are put back as they were, so memory never claims what
-   * disk does not hold.
-   */
-  #mutate<T>(change: () => T): Promise<T> {
-    const run = async () => {
-      const pending: PendingChange = { tokens: [], agents: [], sources: [], keys: [], droppedKeys: [], droppedTokens: [], retiredKeys: [], disputes: [], undo: [] }
-      this.#pending = pending
-      let result: T
-      try {
-        result = change()
-      } catch (err) {
-        undo(pending)
-        throw err
-      } finally {
-        this.#pending = undefined
-      }
-      if (pending.undo.length === 0) return result
-      const { undo: _, ...recorded } = pending
-      try {
-        await this.#store.append(recorded, () => this.#snapshot())
-      } catch (err) {
-        undo(pending)
-        throw err
-      }
-      return result
-    }
-    const next = this.#chain.then(run, run)
-    this.#chain = next.catch(() => undefined)
-    return next
-  }
-
   #iso(): string {
     return new Date(this.#now()).toISOString()
   }
 
-  /**
-   * Maps a bearer token to its principal. The admin token is compared in constant
-   * time; other tokens are found by their SHA-256, so a timing difference in the map
-   * look-up can only reveal bits of a hash, never of a token.
-   */
   authenticate(token: string): Principal | undefined {
-    if (token.length === 0 || token.length > MAX_TOKEN_CHARS) return undefined
-    const digest = createHash('sha256').update(token).digest()
-    if (timingSafeEqual(digest, this.#adminHash)) return { role: 'admin', subject: 'admin', tokenId: null }
-    const record = this.#liveTokens.get(digest.toString('hex'))
-    return record === undefined ? undefined : { role: record.role, subject: record.subject, tokenId: record.token_id }
+    return this.#tokens.authenticate(token)
   }
 
-  /** Whether the token `principal` authenticated with still does: a request that outlives a revocation asks again. */
   stillAuthenticated(principal: Principal): boolean {
-    return principal.tokenId === null || this.#tokens.get(principal.tokenId)?.revoked_at === null
+    return this.#tokens.stillAuthenticated(principal)
   }
 
   createToken(role: TokenRecord['role'], subject: string): Promise<{ token: string; record: TokenRecord }> {
-    return this.#mutate(() => {
-      if (this.#liveTokens.size >= REGISTRY_LIMITS.tokens) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.tokens} tokens: revoke one first`)
-      const token = `sgw_${randomBytes(32).toString('base64url')}`
-      // Never before the last token's, even if the clock steps back: token lists page by
-      // this time once a cursor's token is dropped (gateway/control/paging.ts).
-      const now = this.#iso()
-      const createdAt = now < this.#lastTokenCreatedAt ? this.#lastTokenCreatedAt : now
-      this.#lastTokenCreatedAt = createdAt
-      const record: TokenRecord = { token_id: newId('tok'), sha256: sha256Hex(token), role, subject, created_at: createdAt, revoked_at: null }
-      this.#put(this.#tokens, record.token_id, record)
-      this.#put(this.#liveTokens, record.sha256, record)
-      this.#change().tokens.push(record)
-      return { token, record }
-    })
+    return this.#changes.run(() => this.#tokens.create(role, subject, this.#iso()))
   }
 
   /** Token records, oldest first; never the token, which is not kept. */
   tokens(): IterableIterator<TokenRecord> {
-    return this.#tokens.values()
+    return this.#tokens.records()
   }
 
   token(tokenId: string): TokenRecord | undefined {
     return this.#tokens.get(tokenId)
   }
 
-  /** Forward-only and immediate: the next request with the token is refused. Revoking again changes nothing. */
   revokeToken(tokenId: string): Promise<TokenRecord> {
-    return this.#mutate(() => {
-      const record = this.#tokens.get(tokenId)
-      if (record === undefined) throw new ApiError('not_found', 'no such token')
-      if (record.revoked_at !== null) return record
-      this.#touch(record, this.#change().tokens)
-      record.revoked_at = this.#iso()
-      this.#liveTokens.delete(record.sha256)
-      this.#revokedTokens.add(tokenId)
-      this.#change().undo.push(() => {
-        this.#liveTokens.set(record.sha256, record)
-        this.#revokedTokens.delete(tokenId)
-      })
-      this.#pruneRevokedTokens()
-      return record
-    })
-  }
-
-  /** Drops the oldest revoked token records past the bound. */
-  #pruneRevokedTokens(): void {
-    for (const tokenId of this.#revokedTokens) {
-      if (this.#revokedTokens.size <= REGISTRY_LIMITS.revokedTokens) return
-      const record = this.#tokens.get(tokenId) as TokenRecord
-      this.#tokens.delete(tokenId)
-      this.#revokedTokens.delete(tokenId)
-      const change = this.#change()
-      change.droppedTokens.push(tokenId)
-      change.undo.push(() => {
-        this.#tokens.set(tokenId, record)
-        this.#revokedTokens.add(tokenId)
-      })
-    }
+    return this.#changes.run(() => this.#tokens.revoke(tokenId, this.#iso()))
   }
 
   createAgent(input: { agent_id: string; creator_id: string; slots: number }): Promise<AgentRecord> {
-    return this.#mutate(() => {
+    return this.#changes.run(() => {
       if (this.#agents.has(input.agent_id)) throw new ApiError('already_exists', `agent ${input.agent_id} already exists`)
       if (this.#agents.size >= REGISTRY_LIMITS.agents) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.agents} agents`)
       const agent: AgentRecord = { ...input, created_at: this.#iso() }
-      this.#put(this.#agents, agent.agent_id, agent)
-      this.#change().agents.push(agent)
+      this.#changes.put(this.#agents, agent.agent_id, agent)
+      this.#changes.current.agents.push(agent)
       return agent
     })
   }
@@ -296,7 +120,7 @@ export class Registry {
 
   /** Registers a source on one of the agent's open slots. */
   createSource(input: { agent: AgentRecord; manifest: Manifest; listing: Listing }): Promise<SourceRecord> {
-    return this.#mutate(() => {
+    return this.#changes.run(() => {
       if (this.slotsUsed(input.agent.agent_id) >= input.agent.slots) {
         throw new ApiError('no_open_slot', `agent ${input.agent.agent_id} has no open slot`)
       }
@@ -310,9 +134,9 @@ export class Registry {
         created_at: this.#iso(),
         flagged_for_review_at: null,
       }
-      this.#put(this.#sources, source.source_id, source)
-      this.#group(this.#sourcesByAgent, source.agent_id, source.source_id)
-      this.#change().sources.push(source)
+      this.#changes.put(this.#sources, source.source_id, source)
+      this.#changes.group(this.#sourcesByAgent, source.agent_id, source.source_id)
+      this.#changes.current.sources.push(source)
       return source
     })
   }
@@ -323,25 +147,12 @@ export class Registry {
 
   /** Marks a source for review after sustained over-rate; idempotent. */
   flagSource(sourceId: string): Promise<void> {
-    return this.#once(`flag\n${sourceId}`, () => {
+    return this.#changes.once(`flag\n${sourceId}`, () => {
       const source = this.#sources.get(sourceId)
       if (source === undefined || source.flagged_for_review_at !== null) return
-      this.#touch(source, this.#change().sources)
+      this.#changes.touch(source, this.#changes.current.sources)
       source.flagged_for_review_at = this.#iso()
     })
-  }
-
-  /**
-   * A change that many requests may ask for at once (flag a source, mark a key tested):
-   * callers that ask while it is in flight share it, so a flood of 429s or of test
-   * signals writes the registry file once, not once per request.
-   */
-  #once(what: string, change: () => void): Promise<void> {
-    const running = this.#inFlight.get(what)
-    if (running !== undefined) return running
-    const done = this.#mutate(change).finally(() => this.#inFlight.delete(what))
-    this.#inFlight.set(what, done)
-    return done
   }
 
   keysOf(sourceId: string): KeyRecord[] {
@@ -356,7 +167,7 @@ export class Registry {
 
   /** Spec 3.1: every new key starts pending. */
   addKey(sourceId: string, publicKey: Uint8Array): Promise<KeyRecord> {
-    return this.#mutate(() => {
+    return this.#changes.run(() => {
       const encoded = Buffer.from(publicKey).toString('base64url')
       const existing = this.keysOf(sourceId)
       const live = existing.filter((k) => k.state !== 'revoked')
@@ -379,9 +190,9 @@ export class Registry {
         grace_at: null,
         revoked_at: null,
       }
-      this.#put(this.#keys, record.key_id, { record, publicKey: Buffer.from(publicKey) })
-      this.#group(this.#keysBySource, sourceId, record.key_id)
-      this.#change().keys.push(record)
+      this.#changes.put(this.#keys, record.key_id, { record, publicKey: Buffer.from(publicKey) })
+      this.#changes.group(this.#keysBySource, sourceId, record.key_id)
+      this.#changes.current.keys.push(record)
       return record
     })
   }
@@ -398,7 +209,7 @@ export class Registry {
       const live = this.#keys.get(k.key_id) as LiveKey
       this.#keys.delete(k.key_id)
       this.#keysBySource.delete(k.source_id, k.key_id)
-      const change = this.#change()
+      const change = this.#changes.current
       change.droppedKeys.push(k.key_id)
       change.undo.push(() => {
         this.#keys.set(k.key_id, live)
@@ -409,7 +220,7 @@ export class Registry {
   }
 
   #retire(sourceId: string, publicKey: Uint8Array): void {
-    const change = this.#change()
+    const change = this.#changes.current
     // Past the bound, adding drops the oldest: undo puts the whole set back, order included.
     const before = this.#retiredKeys.copyOf(sourceId)
     change.undo.push(() => this.#retiredKeys.restore(sourceId, before))
@@ -420,10 +231,10 @@ export class Registry {
 
   /** Records that a pending key signed a test signal that was accepted. */
   markTested(sourceId: string, keyId: string): Promise<void> {
-    return this.#once(`tested\n${keyId}`, () => {
+    return this.#changes.once(`tested\n${keyId}`, () => {
       const key = this.key(sourceId, keyId)
       if (key === undefined || key.record.tested_at !== null) return
-      this.#touch(key.record, this.#change().keys)
+      this.#changes.touch(key.record, this.#changes.current.keys)
       key.record.tested_at = this.#iso()
     })
   }
@@ -433,19 +244,19 @@ export class Registry {
    * moves to grace, where it still verifies until revoked (the rotation overlap).
    */
   promoteKey(sourceId: string, keyId: string): Promise<KeyRecord> {
-    const promoted = this.#mutate(() => {
+    const promoted = this.#changes.run(() => {
       const key = this.#required(sourceId, keyId)
       if (key.state !== 'pending') throw new ApiError('invalid_key_state', `only a pending key can be promoted; this key is ${key.state}`)
       if (key.tested_at === null) throw new ApiError('key_not_tested', 'send a test signal signed with this key before promoting it')
       const now = this.#iso()
       for (const other of this.keysOf(sourceId)) {
         if (other.state === 'active') {
-          this.#touch(other, this.#change().keys)
+          this.#changes.touch(other, this.#changes.current.keys)
           other.state = 'grace'
           other.grace_at = now
         }
       }
-      this.#touch(key, this.#change().keys)
+      this.#changes.touch(key, this.#changes.current.keys)
       key.state = 'active'
       key.promoted_at = now
       this.#promoting.add(keyId)
@@ -465,10 +276,10 @@ export class Registry {
 
   /** Any state → revoked; forward-only and immediate: requests already waiting for verification or the log see it too. */
   revokeKey(sourceId: string, keyId: string): Promise<KeyRecord> {
-    return this.#mutate(() => {
+    return this.#changes.run(() => {
       const key = this.#required(sourceId, keyId)
       if (key.state !== 'revoked') {
-        this.#touch(key, this.#change().keys)
+        this.#changes.touch(key, this.#changes.current.keys)
         key.state = 'revoked'
         key.revoked_at = this.#iso()
         this.#pruneRevoked(this.keysOf(sourceId), REGISTRY_LIMITS.revokedKeysPerSource)
@@ -483,23 +294,10 @@ export class Registry {
    * after the dispute is accepted any more.
    */
   openDispute(input: { source: SourceRecord; keyId: string; signals: DisputedSignal[]; evidence: string; openedBy: string }): Promise<DisputeRecord> {
-    return this.#mutate(() => {
+    return this.#changes.run(() => {
       const { source_id: sourceId, creator_id: creatorId } = input.source
       this.disputableKey(sourceId, input.keyId)
-      // One live dispute per signal: naming it again would only take another place of the bounds below.
-      const named = new Set(input.signals.map((s) => s.signal_id))
-      for (const other of this.#disputes.of(sourceId)) {
-        if (other.state === 'rejected') continue
-        const again = other.signals.find((s) => named.has(s.signal_id))
-        if (again !== undefined) throw new ApiError('already_exists', `signal ${again.signal_id} is already named by dispute ${other.dispute_id} (${other.state})`)
-      }
-      if (this.#disputes.of(sourceId).length >= DISPUTE_LIMITS.perSource) {
-        throw new ApiError('limit_exceeded', `a source holds at most ${DISPUTE_LIMITS.perSource} disputes`)
-      }
-      if (this.#disputes.ofCreator(creatorId) >= DISPUTE_LIMITS.perCreator) {
-        throw new ApiError('limit_exceeded', `a creator holds at most ${DISPUTE_LIMITS.perCreator} disputes over all its sources`)
-      }
-      if (this.#disputes.size >= DISPUTE_LIMITS.total) throw new ApiError('limit_exceeded', 'the registry holds no more disputes: ask the operator')
+      this.#disputes.checkCanOpen(sourceId, creatorId, input.signals.map((s) => s.signal_id))
       const record: DisputeRecord = {
         dispute_id: newId('dsp'),
         source_id: sourceId,
@@ -513,7 +311,7 @@ export class Registry {
         resolved_at: null,
         resolution: null,
       }
-      const change = this.#change()
+      const change = this.#changes.current
       change.undo.push(this.#disputes.add(record))
       change.disputes.push(record)
       return record
@@ -534,13 +332,13 @@ export class Registry {
    * another resolution note, is refused.
    */
   resolveDispute(sourceId: string, disputeId: string, outcome: 'accepted' | 'rejected', resolution: string | null): Promise<DisputeRecord> {
-    return this.#mutate(() => {
+    return this.#changes.run(() => {
       const record = this.#disputes.get(sourceId, disputeId)
       if (record === undefined) throw new ApiError('not_found', 'no such dispute for this source')
       if (record.state === outcome && (resolution === null || resolution === record.resolution)) return record
       if (record.state !== 'open') throw new ApiError('invalid_dispute_state', `this dispute was already ${record.state}, and a decision is final`)
-      const change = this.#change()
-      this.#touch(record, change.disputes)
+      const change = this.#changes.current
+      this.#changes.touch(record, change.disputes)
       record.state = outcome
       record.resolved_at = this.#iso()
       record.resolution = resolution
@@ -563,36 +361,6 @@ export class Registry {
     return this.#disputes.disputeOf(sourceId, signalId)
   }
 
-  /** The change under way; mutations run only inside #mutate. */
-  #change(): PendingChange {
-    if (this.#pending === undefined) throw new Error('registry changed outside #mutate')
-    return this.#pending
-  }
-
-  /** Adds a new entry to `map`, removed again by undo. */
-  #put<V>(map: Map<string, V>, id: string, value: V): void {
-    map.set(id, value)
-    this.#change().undo.push(() => map.delete(id))
-  }
-
-  /** Files a new record's id under its owner, removed again by undo. */
-  #group(index: OwnerIndex, owner: string, id: string): void {
-    index.add(owner, id)
-    this.#change().undo.push(() => index.delete(owner, id))
-  }
-
-  /**
-   * Notes that `record` is about to change in place (in place, because requests in
-   * flight hold it and must see a revocation): recorded whole after the change, and
-   * put back field by field by undo.
-   */
-  #touch<R extends object>(record: R, list: R[]): void {
-    if (list.includes(record)) return
-    list.push(record)
-    const before = { ...record }
-    this.#change().undo.push(() => Object.assign(record, before))
-  }
-
   #required(sourceId: string, keyId: string): KeyRecord {
     const key = this.key(sourceId, keyId)
     if (key === undefined) throw new ApiError('not_found', 'no such key for this source')
@@ -600,12 +368,7 @@ export class Registry {
   }
 
   /** Waits for changes in flight. */
-  async settle(): Promise<void> {
-    await this.#chain
+  settle(): Promise<void> {
+    return this.#changes.settle()
   }
-}
-
-/** Puts memory back as it was before a change that could not be recorded, newest step first. */
-function undo(pending: PendingChange): void {
-  for (let i = pending.undo.length - 1; i >= 0; i--) (pending.undo[i] as () => void)()
 }

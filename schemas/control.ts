@@ -13,8 +13,11 @@ export const CreateTokenRequest = Type.Object(
 )
 export type CreateTokenRequest = Type.Static<typeof CreateTokenRequest>
 
+/** Sources one agent can hold. */
+export const MAX_SLOTS_PER_AGENT = 1000
+
 export const CreateAgentRequest = Type.Object(
-  { agent_id: ClientId, creator_id: ClientId, slots: Type.Integer({ minimum: 1, maximum: 1000 }) },
+  { agent_id: ClientId, creator_id: ClientId, slots: Type.Integer({ minimum: 1, maximum: MAX_SLOTS_PER_AGENT }) },
   { additionalProperties: false },
 )
 export type CreateAgentRequest = Type.Static<typeof CreateAgentRequest>

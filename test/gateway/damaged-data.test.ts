@@ -1,0 +1,75 @@
+import { spawnSync } from 'node:child_process'
+import { readFile, writeFile } from 'node:fs/promises'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import t, { type Test } from 'tap'
+import { payload, provision, push } from '../helpers/api.js'
+import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js'
+
+const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
+/** sysexits.h EX_DATAERR; the systemd unit in deploy/ does not restart it. */
+const EX_DATAERR = 65
+
+/** A start of the built service on `gw`'s data folder, run to its exit. */
+function startOn(gw: GatewayProcess): { status: number | null; stderr: string } {
+  const run = spawnSync(process.execPath, [MAIN], {
+    env: { PATH: process.env['PATH'], PORT: '0', HOST: '127.0.0.1', DATA_DIR: gw.dataDir, ADMIN_TOKEN: gw.adminToken },
+    encoding: 'utf8',
+    timeout: 30_000,
+  })
+  return { status: run.status, stderr: run.stderr }
+}
+
+/** A gateway that accepted a signal and was stopped: its data folder holds a registry log and a journal. */
+async function stoppedGateway(t: Test): Promise<GatewayProcess> {
+  const gw = await startGateway(t)
+  const src = await provision(gw)
+  t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202)
+  gw.proc.kill('SIGTERM')
+  t.equal((await gw.exited()).code, 0)
+  return gw
+}
+
+t.test('a damaged registry change with changes after it stops the start with EX_DATAERR and touches nothing', async (t) => {
+  const gw = await stoppedGateway(t)
+  const logPath = join(gw.dataDir, 'registry.log')
+  const intact = await readFile(logPath)
+  t.ok(intact.indexOf(10) < intact.length - 1, 'the log holds more than one change')
+  const damaged = Buffer.from(intact)
+  damaged[0] = 0x23 // '#': the first change is no longer JSON
+  await writeFile(logPath, damaged)
+  const run = startOn(gw)
+  t.equal(run.status, EX_DATAERR, 'not restarted by the unit, unlike exit 1')
+  t.match(run.stderr, `damaged data in DATA_DIR, not started (a restart would read the same bytes): ${logPath}: damaged change at byte 0, with changes after it`)
+  t.notMatch(run.stderr, /\n\s+at /, 'a message, not a stack trace')
+  t.same(await readFile(logPath), damaged, 'the damaged log is left as it was, for the operator')
+  await writeFile(logPath, intact)
+  const again = await startGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken })
+  t.ok(again.port > 0, 'with the file restored it starts again')
+})
+
+t.test('a registry snapshot that is not JSON, of another version or without its lists stops the start with EX_DATAERR', async (t) => {
+  const gw = await stoppedGateway(t)
+  const path = join(gw.dataDir, 'registry.json')
+  const cases: Array<[string, string]> = [
+    ['{"version":1,"tokens":[', `${path} is not valid JSON`],
+    ['null', `${path}: unknown registry version undefined`],
+    ['{"version":2,"tokens":[],"agents":[],"sources":[],"keys":[]}', `${path}: unknown registry version 2`],
+    ['{"version":1,"tokens":[],"agents":[],"keys":[]}', `${path} has no sources list`],
+  ]
+  for (const [content, problem] of cases) {
+    await writeFile(path, content)
+    const run = startOn(gw)
+    t.equal(run.status, EX_DATAERR, content)
+    t.match(run.stderr, problem, content)
+  }
+})
+
+t.test('damaged journal consumer positions stop the start with EX_DATAERR, not a restart loop', async (t) => {
+  const gw = await stoppedGateway(t)
+  const path = join(gw.dataDir, 'journal', 'consumers.json')
+  await writeFile(path, '{"version":')
+  const run = startOn(gw)
+  t.equal(run.status, EX_DATAERR)
+  t.match(run.stderr, `damaged data in DATA_DIR, not started (a restart would read the same bytes): ${path} is not valid JSON`)
+})
