@@ -9,6 +9,7 @@ import type { Metrics } from './metrics.js'
 import type { Reply } from './http/reply.js'
 import type { RouteHandler } from './http/route.js'
 import { framingProblem } from './http/framing.js'
+import { clientAddress, ProvenAddresses } from './proven-addresses.js'
 import { collectIngestHeaders, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
 
 /** Spec 2.2 and 8. */
@@ -46,6 +47,7 @@ interface RefusalContext {
  */
 export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
   const { registry, pool, logger } = parts
+  const proven = new ProvenAddresses(parts.now)
 
   const refuse = (reply: Reply, ctx: RefusalContext, error: ApiError, close = false) => {
     reply.fail(error, close)
@@ -101,8 +103,11 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     parts.track(reply)
     const urlSourceId = req.getParameter(0) ?? ''
     const source = registry.source(urlSourceId)
-    // A known source is also shed once it holds its share of the verification slots.
-    if (parts.isDraining() || parts.isStarting() || !pool.hasRoom(source?.source_id) || !parts.pipeline.hasRoom()) return shed(reply)
+    const address = clientAddress(res)
+    // A known source's verification slots are counted in two lanes, its proven addresses'
+    // and the others' (ProvenAddresses): a lane is shed once it holds its share.
+    const verifyHolder = source === undefined ? undefined : proven.laneOf(urlSourceId, address, urlSourceId)
+    if (parts.isDraining() || parts.isStarting() || !pool.hasRoom(verifyHolder) || !parts.pipeline.hasRoom()) return shed(reply)
     const path = req.getUrl()
     const headers = collectIngestHeaders(req)
     const ctx: RefusalContext = { sourceKnown: source !== undefined, sourceId: urlSourceId, keyId: null, signalId: null, nonce: undefined }
@@ -127,7 +132,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     // (BodyReader, BODY_SLOW_MAX), so holding bodies back cannot starve other clients.
     // A key id is no secret (it travels in clear), so the places are shared out by the
     // source's creator: one creator holding bodies back takes at most its share, never
-    // everyone's. A head that fails the key or skew check waits in places of its own
+    // everyone's, and the creator's proven addresses have a share apart. A head that fails the key or skew check waits in places of its own
     // (no creator vouches for it), so that its body's source_id is still judged first, as
     // spec 4.1 orders; past those places it gets the head's refusal at once.
     const headCheck = auth instanceof ApiError ? auth : checkKeyAndSkew(registry, source, auth, receivedAtMs)
@@ -151,7 +156,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
         const key = headCheck
         if (key instanceof ApiError) return refuse(reply, ctx, key)
         // The slot is spent by the pipeline's verify; a full queue means waiting would only add latency.
-        if (!pool.reserve(urlSourceId)) return shed(reply)
+        if (!pool.reserve(verifyHolder as string)) return shed(reply)
         const { timestamp: timestampHeader, requestTimeMs, nonce, signature } = auth as AuthHeaders
         const signed: SignedRequest = {
           requestId: reply.requestId,
@@ -160,6 +165,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
           path,
           // Known here: a key was found for it.
           source: source as SourceRecord,
+          verifyHolder: verifyHolder as string,
           key,
           timestampHeader,
           requestTimeMs,
@@ -174,17 +180,20 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
         }
         parts.pipeline.process(signed).then(
           (accepted) => {
+            proven.prove(urlSourceId, address)
             reply.send(202, accepted)
             parts.metrics.accepted(parts.now() - receivedAtMs, accepted.deduplicated === true)
             logger.debug({ request_id: reply.requestId, source_id: urlSourceId, signal_id: accepted.signal_id }, 'ingest accepted')
           },
           (err: unknown) => {
+            // Refused after its nonce was claimed: still signed by the key holder, fresh.
+            if (signed.nonceClaimed) proven.prove(urlSourceId, address)
             ctx.nonce = signed.nonceClaimed ? nonce : undefined
             refuse(reply, ctx, err instanceof ApiError ? err : new ApiError('internal_error', 'the signal could not be stored; retry', { cause: err }))
           },
         )
       },
-    }, headCheck instanceof ApiError ? undefined : (source as SourceRecord).creator_id)
+    }, headCheck instanceof ApiError ? undefined : proven.laneOf(urlSourceId, address, (source as SourceRecord).creator_id))
     // A client that leaves mid-upload frees its buffered bytes now, not at the body deadline.
     reply.onAbort = cancelUpload
   }

@@ -102,7 +102,7 @@ export class IngestPipeline {
   async process(req: SignedRequest): Promise<AcceptedBody> {
     const { key } = req
     const message = Buffer.from(signingString(req.method, req.path, req.timestampHeader, req.nonce, req.bodySha256))
-    const valid = await this.#o.pool.verify({ publicKey: key.publicKey, message, signature: req.signature }, req.source.source_id).catch((err: unknown) => {
+    const valid = await this.#o.pool.verify({ publicKey: key.publicKey, message, signature: req.signature }, req.verifyHolder).catch((err: unknown) => {
       if (isPoolClosed(err)) throw new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 })
       // A worker that died with the batch: the request was not judged, so it may be retried.
       this.#o.onWarning('a verify batch failed', err)

@@ -7,6 +7,8 @@ export interface SignedRequest {
   readonly method: string
   readonly path: string
   readonly source: SourceRecord
+  /** Who the verification slot is counted under: the source, or one of its lanes. */
+  readonly verifyHolder: string
   readonly key: LiveKey
   readonly timestampHeader: string
   readonly requestTimeMs: number

@@ -53,7 +53,7 @@ t.test('with the verify queue full the edge sheds with 503 overloaded and Retry-
  * no signing while each request still costs the gateway a verification (nonces are
  * claimed only after it). Returns the answers per status and a stop function.
  */
-async function forgedFlood(gw: { port: number }, src: Awaited<ReturnType<typeof provision>>, connections: number) {
+async function forgedFlood(gw: { port: number }, src: Awaited<ReturnType<typeof provision>>, connections: number, from = '127.0.0.1') {
   const { connect } = await import('node:net')
   const s = src.sign(payload(src.sourceId), { key: generateCreatorKey() })
   const head = [`POST ${s.path} HTTP/1.1`, 'Host: x', ...Object.entries(s.headers).map(([k, v]) => `${k}: ${v}`), `content-length: ${s.body.length}`].join('\r\n')
@@ -61,7 +61,8 @@ async function forgedFlood(gw: { port: number }, src: Awaited<ReturnType<typeof 
   const statuses = new Map<string, number>()
   let flooding = true
   const sockets = Array.from({ length: connections }, () => {
-    const socket = connect(gw.port, '127.0.0.1', () => socket.write(request))
+    // Linux routes all of 127.0.0.0/8 to the loopback: `from` can be any of it.
+    const socket = connect({ port: gw.port, host: '127.0.0.1', localAddress: from }, () => socket.write(request))
     socket.on('error', () => undefined)
     let carry = ''
     socket.on('data', (d: Buffer) => {
@@ -102,14 +103,28 @@ t.test('a flood of forged signatures under one source takes at most its share of
   t.same([...flood.statuses.keys()].filter((s) => s !== '401' && s !== '503'), [], 'the flood got 401 or 503 only')
 })
 
+t.test('a forged flood from addresses the source never proved leaves its proven address a lane of its own: the source itself is never shed', async (t) => {
+  const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '16', VERIFY_THREADS: '1', VERIFY_BATCH: '1', VERIFY_MAX_WAIT_MS: '60000' } })
+  // Its test signal, sent from 127.0.0.1, proves that address for the source.
+  const src = await provision(gw)
+  const flood = await forgedFlood(gw, src, 64, '127.0.0.2')
+  await new Promise((r) => setTimeout(r, 300))
+  const statuses: number[] = []
+  for (let i = 0; i < 40; i++) statuses.push((await push(gw, src.sign(payload(src.sourceId)))).status)
+  await flood.stop()
+  t.same(statuses, Array(40).fill(202), 'all 40 pushes from the proven address accepted during a flood under the same source and key')
+  t.ok((flood.statuses.get('401') ?? 0) > 0, `${flood.statuses.get('401')} forged requests verified and refused with 401`)
+  t.ok((flood.statuses.get('503') ?? 0) > 0, `${flood.statuses.get('503')} forged requests shed past their lane`)
+})
+
 /** Connections that each send a signed request head and hold its body back; `answers` collects what each got. */
-async function holdBodies(gw: { port: number }, src: Awaited<ReturnType<typeof provision>>, n: number, sendPart = 0, keyId?: string) {
+async function holdBodies(gw: { port: number }, src: Awaited<ReturnType<typeof provision>>, n: number, sendPart = 0, keyId?: string, from = '127.0.0.1') {
   const { connect } = await import('node:net')
   const answers: string[] = Array.from({ length: n }, () => '')
   const sockets = answers.map((_, i) => {
     const s = src.sign(payload(src.sourceId), keyId === undefined ? {} : { keyId })
     const head = [`POST ${s.path} HTTP/1.1`, 'Host: x', ...Object.entries(s.headers).map(([k, v]) => `${k}: ${v}`), `content-length: ${s.body.length}`].join('\r\n')
-    const socket = connect(gw.port, '127.0.0.1')
+    const socket = connect({ port: gw.port, host: '127.0.0.1', localAddress: from })
     socket.on('error', () => undefined)
     socket.on('data', (d: Buffer) => (answers[i] += d.toString('latin1')))
     socket.write(`${head}\r\n\r\n${s.body.subarray(0, sendPart).toString()}`)
@@ -139,7 +154,11 @@ t.test('bodies held back take no verification slot: past BODY_SLOW_MAX, or past 
   await new Promise((r) => setTimeout(r, 200))
   const again = await holdBodies(gw, src, 2)
   t.same(again.answered(), [], 'clients that left gave their places back long before the 60 s body deadline')
-  for (const s of again.sockets) s.destroy()
+  // 127.0.0.2 never proved itself for the source: its held bodies are counted apart, so
+  // they neither take the two places of the proven address nor are refused for them.
+  const unproven = await holdBodies(gw, src, 3, 0, undefined, '127.0.0.2')
+  t.equal(unproven.answered().length, 1, 'an address the creator never proved gets two places of its own beside the proven ones')
+  for (const s of [...again.sockets, ...unproven.sockets]) s.destroy()
 })
 
 t.test('a body abandoned mid-upload gives its place back at once, and a body too slow at its deadline', async (t) => {

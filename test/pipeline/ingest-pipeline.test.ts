@@ -80,6 +80,7 @@ async function setup(t: { teardown(fn: () => unknown): void }) {
       method: 'POST',
       path: `/v1/byo/sources/${source.source_id}/signals`,
       source,
+      verifyHolder: source.source_id,
       key: registry.key(source.source_id, keyRecord.key_id)!,
       timestampHeader: new Date().toISOString(),
       requestTimeMs: Date.now(),
