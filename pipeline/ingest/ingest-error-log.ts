@@ -4,6 +4,7 @@ import type { ErrorCode } from '../../schemas/api-error.js'
 import { unlinkIfPresent } from '../../storage/index.js'
 import { parseSegmentFileName } from '../journal/segment-file.js'
 import { openJournal } from '../log-journal.js'
+import { readBatches } from '../log-reads.js'
 import { RefusalFile } from './refusal-file.js'
 
 /** One refused ingest request, as the source's operator sees it (spec 2.7). */
@@ -144,14 +145,11 @@ export class IngestErrorLog {
     if (segments.length === 0) return segments
     const log = await openJournal({ dir: this.#dir, fsync: 'never', dedupWindowMs: 0 })
     try {
-      for (let next = Math.max(1, log.info().firstSeq); ; ) {
-        const batch = await log.read({ fromSeq: next }, 4096)
-        if (batch.length === 0) break
+      for await (const batch of readBatches(log, { fromSeq: Math.max(1, log.info().firstSeq) })) {
         for (const r of batch) {
           const stored = JSON.parse(Buffer.from(r.data).toString('utf8')) as StoredRecord
           take({ ...stored, n: stored.n ?? 0 })
         }
-        next = (batch[batch.length - 1] as { seq: number }).seq + 1
       }
     } finally {
       await log.close()

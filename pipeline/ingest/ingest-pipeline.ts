@@ -4,6 +4,7 @@ import { signingString, type AcceptedBody } from '../../schemas/signal.js'
 import type { LiveKey, Registry } from '../../registry/index.js'
 import { isLogError } from '../log-error.js'
 import type { SignalLog } from '../log.js'
+import { readRecord } from '../log-reads.js'
 import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js'
 import { isPoolClosed, type VerifyPool } from '../verify/verify-pool.js'
 import { keyOrClockRefusal, revokedKeyRefusal } from './key-checks.js'
@@ -334,8 +335,8 @@ export class IngestPipeline {
    * shared by several gateways (JetStream). The log's first record decides.
    */
   async #original(seq: number): Promise<DedupRecord> {
-    const [original] = await this.#o.log.read({ fromSeq: seq }, 1)
-    if (original === undefined || original.seq !== seq) {
+    const original = await readRecord(this.#o.log, seq)
+    if (original === undefined) {
       throw new ApiError('internal_error', `the log reported seq ${seq} as the original but cannot read it`)
     }
     const first = decodeSignalRecord(original.data)

@@ -1,6 +1,7 @@
 import { dirname } from 'node:path'
 import { syncDir, temporaryPathOf, unlinkIfPresent } from '../../storage/index.js'
 import type { ReadStart, SignalLog } from '../log.js'
+import { readBatches, readRecord } from '../log-reads.js'
 import { NonceStore } from './nonce-store.js'
 import type { RetryNote } from './retry-notes.js'
 import { SignalDedup } from './signal-dedup.js'
@@ -84,14 +85,9 @@ export class IngestState {
     const mark = snapshot?.log
     // Records up to the mark are in the snapshot; one older than the window would be
     // expired anyway. Record times never go back, so either start is past the mark.
-    let start: ReadStart = mark && mark.time >= windowStart ? { fromSeq: mark.seq + 1 } : { fromTime: windowStart }
+    const start: ReadStart = mark && mark.time >= windowStart ? { fromSeq: mark.seq + 1 } : { fromTime: windowStart }
     let restored = 0
-    for (;;) {
-      const batch = await this.#o.log.read(start, 4096)
-      if (batch.length === 0) {
-        this.#savedSeq = mark?.seq ?? -1
-        return { restored, snapshot: snapshot === undefined ? undefined : { entries: snapshot.entries, writtenAt: snapshot.writtenAt } }
-      }
+    for await (const batch of readBatches(this.#o.log, start)) {
       for (const entry of batch) {
         const r = decodeSignalRecord(entry.data)
         this.#dedup.remember(
@@ -105,8 +101,9 @@ export class IngestState {
         this.#nonces.restore(r.source_id, r.key_id, r.nonce, entry.time, now)
         restored++
       }
-      start = { fromSeq: (batch[batch.length - 1] as { seq: number }).seq + 1 }
     }
+    this.#savedSeq = mark?.seq ?? -1
+    return { restored, snapshot: snapshot === undefined ? undefined : { entries: snapshot.entries, writtenAt: snapshot.writtenAt } }
   }
 
   /**
@@ -147,15 +144,15 @@ export class IngestState {
 
   async #logHolds(mark: LogMark): Promise<boolean> {
     if (this.#o.log.info().lastSeq < mark.seq) return false
-    const [record] = await this.#o.log.read({ fromSeq: mark.seq }, 1)
-    return record !== undefined && record.seq === mark.seq && record.time === mark.time && record.dedupId === mark.dedupId
+    const record = await readRecord(this.#o.log, mark.seq)
+    return record !== undefined && record.time === mark.time && record.dedupId === mark.dedupId
   }
 
   /** The log's last record (or the one at `seq`, appended and durable): a state saved now covers it. */
   async logMark(seq = this.#o.log.info().lastSeq): Promise<LogMark | null> {
     if (seq === 0) return null
-    const [record] = await this.#o.log.read({ fromSeq: seq }, 1)
-    if (record === undefined || record.seq !== seq) throw new Error(`the log cannot read its record at seq ${seq}`)
+    const record = await readRecord(this.#o.log, seq)
+    if (record === undefined) throw new Error(`the log cannot read its record at seq ${seq}`)
     return { seq: record.seq, time: record.time, dedupId: record.dedupId }
   }
 

@@ -4,6 +4,7 @@ import { join } from 'node:path'
 import { crc32c } from '../../storage/index.js'
 import { replaceFileDurably, unlinkIfPresent } from '../../storage/index.js'
 import type { SignalLog } from '../log.js'
+import { readBatches, readRecord } from '../log-reads.js'
 import { FingerprintSet } from './fingerprint-set.js'
 import { PendingFrame, readTailFrames, TAIL_FILE } from './history-tail.js'
 import { keyedHash64 } from './string-hash.js'
@@ -228,14 +229,8 @@ export class SignalIdHistory {
 
   /** Feeds the fingerprints of the log's records from `from` to `to` (both included). */
   async #readLog(from: number, to: number, add: (fingerprint: Fingerprint, seq: number) => void): Promise<void> {
-    for (;;) {
-      const batch = await this.#o.log.read({ fromSeq: from }, Math.min(4096, to - from + 1))
-      for (const r of batch) {
-        if (r.seq > to) return
-        add(this.fingerprint(r.dedupId), r.seq)
-      }
-      if (batch.length === 0) return
-      from = (batch[batch.length - 1] as { seq: number }).seq + 1
+    for await (const batch of readBatches(this.#o.log, { fromSeq: from }, to)) {
+      for (const r of batch) add(this.fingerprint(r.dedupId), r.seq)
     }
   }
 
@@ -271,8 +266,8 @@ export class SignalIdHistory {
 
   /** Whether the last fingerprint of `pairs` is the one of the log's record at `seq`. */
   async #endsAtLogRecord(pairs: Uint32Array, seq: number): Promise<boolean> {
-    const [record] = await this.#o.log.read({ fromSeq: seq }, 1)
-    if (record === undefined || record.seq !== seq) return false
+    const record = await readRecord(this.#o.log, seq)
+    if (record === undefined) return false
     const { hi, lo } = this.fingerprint(record.dedupId)
     return pairs[pairs.length - 2] === hi && pairs[pairs.length - 1] === lo
   }
