@@ -116,7 +116,10 @@ export class IngestPipeline {
     // timestamp is within it, and a request may have waited since the edge.
     const refusal = keyOrClockRefusal(key, req.requestTimeMs, now)
     if (refusal !== undefined) throw refusal
-    const nonceRoom = this.#claimNonce(req, now)
+    // The source's max_rate under the operator's ceiling: sizes its share of the nonce
+    // store here and its token bucket at the rate step.
+    const maxRate = enforcedMaxRate(req.source.manifest.max_rate, this.#o.rateCeiling)
+    const nonceRoom = this.#claimNonce(req, now, maxRate)
 
     if (!req.json.ok) throw new ApiError('invalid_body', `body is not valid JSON: ${req.json.reason}`)
     const value = req.json.value
@@ -130,7 +133,7 @@ export class IngestPipeline {
     if (req.idempotencyKeyCount > 1 || (req.idempotencyKey !== undefined && !isValidSignalId(req.idempotencyKey))) {
       throw new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format')
     }
-    return this.#deduplicated(req, signalId, nonceRoom)
+    return this.#deduplicated(req, signalId, nonceRoom, maxRate)
   }
 
   /**
@@ -139,9 +142,8 @@ export class IngestPipeline {
    * retry of an accepted signal still gets its deduplicated 202 and a bad body its 400
    * (answers a replay cannot turn into a second signal, so they need no nonce).
    */
-  #claimNonce(req: SignedRequest, now: number): boolean {
+  #claimNonce(req: SignedRequest, now: number, maxRate: Manifest['max_rate']): boolean {
     const { source, key } = req
-    const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
     const claim = this.#state.nonces.claim(source.source_id, key.record.key_id, req.nonce, now, nonceCap(maxRate, this.#o.nonceWindowMs))
     switch (claim) {
       case 'claimed':
@@ -157,7 +159,7 @@ export class IngestPipeline {
   }
 
   /** Dedup by signal_id and Idempotency-Key; concurrent duplicates wait for the first. */
-  async #deduplicated(req: SignedRequest, signalId: string, nonceRoom: boolean): Promise<AcceptedBody> {
+  async #deduplicated(req: SignedRequest, signalId: string, nonceRoom: boolean, maxRate: Manifest['max_rate']): Promise<AcceptedBody> {
     const sourceId = req.source.source_id
     for (;;) {
       const found = this.#state.dedup.lookup(sourceId, signalId, req.idempotencyKey, req.bodySha256, this.#o.now())
@@ -184,7 +186,7 @@ export class IngestPipeline {
           }
           const release = this.#state.dedup.reserve(sourceId, signalId, req.idempotencyKey)
           try {
-            return await this.#admit(req, signalId, dedupId, fingerprint, nonceRoom)
+            return await this.#admit(req, signalId, dedupId, fingerprint, nonceRoom, maxRate)
           } finally {
             release()
           }
@@ -193,7 +195,14 @@ export class IngestPipeline {
     }
   }
 
-  async #admit(req: SignedRequest, signalId: string, dedupId: string, fingerprint: Fingerprint, nonceRoom: boolean): Promise<AcceptedBody> {
+  async #admit(
+    req: SignedRequest,
+    signalId: string,
+    dedupId: string,
+    fingerprint: Fingerprint,
+    nonceRoom: boolean,
+    maxRate: Manifest['max_rate'],
+  ): Promise<AcceptedBody> {
     const { source, key } = req
     const fields = validateSignalFields(req.json.ok ? req.json.value : undefined, {
       sourceId: source.source_id,
@@ -206,7 +215,6 @@ export class IngestPipeline {
 
     // A source signing far more than its max_rate, over all its keys: its own excess, refused like one.
     if (!nonceRoom) throw new ApiError('rate_limited', 'too many signed requests for this source in the nonce window', { retryAfter: 60 })
-    const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
     const rate = this.#rates.take(source.source_id, maxRate, this.#o.now())
     if (!rate.ok) {
       if (rate.sustained && source.flagged_for_review_at === null) {
