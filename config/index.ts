@@ -1,6 +1,7 @@
 import { isIP } from 'node:net'
 import Type from 'typebox'
 import { Compile } from 'typebox/compile'
+import { JOURNAL_DEFAULTS } from '../pipeline/index.js'
 import { MAX_TOKEN_CHARS } from '../registry/records.js'
 
 export { missingNodeFlags, NODE_FLAGS } from './node-flags.js'
@@ -19,7 +20,7 @@ const Env = {
   LOG_LEVEL: { type: 'enum', default: 'info', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], help: 'pino log level' },
   JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (see README)' },
   JOURNAL_QUEUE_LIMIT: { type: 'int', default: 4096, min: 1, max: 1_000_000, help: 'verified signals waiting for the durable append before the edge sheds new requests with 503 (a slow disk must not grow memory with the connection count; each holds its body, up to 16 KB)' },
-  JOURNAL_FSYNC_INTERVAL_MS: { type: 'int', default: 200, min: 1, max: 60_000, help: 'sync period for JOURNAL_FSYNC=interval' },
+  JOURNAL_FSYNC_INTERVAL_MS: { type: 'int', default: JOURNAL_DEFAULTS.fsyncIntervalMs, min: 1, max: 60_000, help: 'sync period for JOURNAL_FSYNC=interval' },
   DEDUP_WINDOW_S: { type: 'int', default: 1800, min: 1200, max: 7 * 86400, help: 'how long signal_id and Idempotency-Key are remembered; at least 20 minutes so every retry that passes the two 300 s checks is covered' },
   DEDUP_STORE_MAX: { type: 'int', default: 10_000_000, min: 10_000, max: 1_000_000_000, help: 'signals remembered for the dedup window in all (about 60 to 120 bytes each; an Idempotency-Key unlike its signal_id counts as a second): accepted signals/s × DEDUP_WINDOW_S must fit; one source may hold at most a quarter' },
   SIGNAL_ID_HISTORY_MAX: { type: 'int', default: 20_000_000, min: 1000, max: 1_000_000_000, help: 'accepted signal ids remembered past the dedup window, newest kept, so a reused one is refused (about 11 to 21 bytes each)' },

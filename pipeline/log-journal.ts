@@ -30,6 +30,7 @@ import type { PendingRecord } from './journal/segment-writer.js'
 import { SignalLogBase } from './journal/signal-log-base.js'
 
 export type { JournalOptions } from './journal/journal-options.js'
+export { JOURNAL_DEFAULTS } from './journal/journal-options.js'
 
 /**
  * Largest batch written by one group commit. Big enough that the sync, not the copy,

@@ -11,7 +11,7 @@ export interface JournalOptions {
   /** Folder the journal owns (created if missing). */
   dir: string
   fsync: FsyncPolicy
-  /** For 'interval': how often written records are synced. Default 200. */
+  /** For 'interval': how often written records are synced. Default: JOURNAL_DEFAULTS. */
   fsyncIntervalMs?: number
   /** Roll to a new segment file past this size. Default 64 MiB. */
   segmentBytes?: number
@@ -43,6 +43,11 @@ export interface FilledJournalOptions {
   readonly onWarning: (message: string, err: unknown) => void
 }
 
+/**
+ * Declared here, not in the service configuration: the journal is also opened without it
+ * (tests, the ingest-error log's old segments). config/ takes JOURNAL_FSYNC_INTERVAL_MS's
+ * default from here.
+ */
 export const JOURNAL_DEFAULTS = {
   fsyncIntervalMs: 200,
   segmentBytes: 64 * 1024 * 1024,
