@@ -1,10 +1,5 @@
-import { readdir } from 'node:fs/promises'
-import { join } from 'node:path'
 import type { ErrorCode } from '../../schemas/api-error.js'
-import { unlinkIfPresent } from '../../storage/index.js'
-import { parseSegmentFileName } from '../journal/segment-file.js'
-import { openJournal } from '../log-journal.js'
-import { readBatches } from '../log-reads.js'
+import { readLegacySegments, removeLegacySegments } from './ingest-error-log-migration.js'
 import { RefusalFile } from './refusal-file.js'
 
 /** One refused ingest request, as the source's operator sees it (spec 2.7). */
@@ -18,7 +13,7 @@ export interface IngestErrorRecord {
 }
 
 /** Stored alongside, never shown: lets a restart re-claim nonces of refused requests. */
-interface StoredRecord extends IngestErrorRecord {
+export interface StoredRecord extends IngestErrorRecord {
   readonly source_id: string
   /** Present when the signature verified: the refusal came from the creator. */
   readonly nonce?: string
@@ -108,7 +103,7 @@ export class IngestErrorLog {
       const time = Date.parse(record.time)
       if (nonce !== undefined && record.key_id !== null && time >= nonceSinceMs) nonces.push({ sourceId: source_id, keyId: record.key_id, nonce, time })
     }
-    const legacy = await this.#loadLegacy(take)
+    const legacySegments = await readLegacySegments(this.#dir, take)
     for await (const line of this.#file.lines()) {
       let stored: StoredRecord
       try {
@@ -119,42 +114,19 @@ export class IngestErrorLog {
       }
       if (isStoredRecord(stored)) take(stored)
     }
-    if (legacy.length > 0 || this.#file.hasOlder) {
-      // What was read from old segments or older generations goes into a new file; only
-      // once it is there are they removed (segments newest first: a crash in between leaves
-      // the oldest, which read as the start of the history, as they are).
+    if (legacySegments.length > 0 || this.#file.hasOlder) {
+      // What was read from old segments (ingest-error-log-migration.ts) or older generations
+      // goes into a new file; only once it is there are they removed.
       try {
         await this.#file.rewrite(this.#keptLines())
         await this.#file.dropOlder()
-        legacy.sort((a, b) => (parseSegmentFileName(b) as number) - (parseSegmentFileName(a) as number))
-        for (const name of legacy) await unlinkIfPresent(join(this.#dir, name))
+        await removeLegacySegments(this.#dir, legacySegments)
       } catch (err) {
         // Kept for the next start to read again; diagnostics must not stop this one.
         this.#onWriteError(err)
       }
     }
     return nonces
-  }
-
-  /**
-   * Earlier versions kept the history as signal-log segments in the same folder, in one
-   * ring shared by every source: read once, then rewritten in the new form.
-   */
-  async #loadLegacy(take: (stored: StoredRecord) => void): Promise<string[]> {
-    const segments = (await readdir(this.#dir)).filter((n) => parseSegmentFileName(n) !== undefined)
-    if (segments.length === 0) return segments
-    const log = await openJournal({ dir: this.#dir, fsync: 'never', dedupWindowMs: 0 })
-    try {
-      for await (const batch of readBatches(log, { fromSeq: Math.max(1, log.info().firstSeq) })) {
-        for (const r of batch) {
-          const stored = JSON.parse(Buffer.from(r.data).toString('utf8')) as StoredRecord
-          take({ ...stored, n: stored.n ?? 0 })
-        }
-      }
-    } finally {
-      await log.close()
-    }
-    return segments
   }
 
   /**
@@ -222,7 +194,7 @@ export class IngestErrorLog {
     const ring = verified ? rings.verified : rings.unverified
     let seq: number
     if (stored === undefined) seq = Math.max(rings.seq + 1, Date.parse(record.time) * NUMBERS_PER_MS || 0)
-    // Records of earlier versions without a number are numbered in the order they come.
+    // A record of the old segments without a number (ingest-error-log-migration.ts) is numbered in the order it comes.
     else if (stored === 0) seq = rings.seq + 1
     else if (ring.length > 0 && (ring[ring.length - 1] as Entry).seq >= stored) return undefined
     else seq = stored
