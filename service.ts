@@ -8,7 +8,7 @@ import { startGateway } from './gateway/index.js'
 import { IngestErrorLog, IngestPipeline, openJournal, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { replaceFileDurably } from './storage/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
-import { NONCE_WINDOW_MS } from './schemas/signal.js'
+import { NONCE_WINDOW_MS } from './schemas/index.js'
 
 export interface RunningService {
   readonly port: number

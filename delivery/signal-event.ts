@@ -1,5 +1,5 @@
 import type { SignalRecord } from '../pipeline/index.js'
-import type { SignalAcceptedEvent } from '../schemas/events.js'
+import type { SignalAcceptedEvent } from '../schemas/index.js'
 
 /**
  * The renter-facing event for one logged signal, or undefined when the signal must not

@@ -1,4 +1,4 @@
-import { ERROR_STATUS, type ErrorCode } from '../schemas/api-error.js'
+import { ERROR_STATUS, type ErrorCode } from '../schemas/index.js'
 
 /**
  * Process metrics in the Prometheus text format (`GET /metrics`, admin token).

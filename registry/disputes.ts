@@ -1,4 +1,4 @@
-import { ApiError } from '../schemas/api-error.js'
+import { ApiError } from '../schemas/index.js'
 import type { DisputeRecord } from './records.js'
 
 /**

@@ -1,4 +1,4 @@
-import { MAX_SLOTS_PER_AGENT } from '../schemas/control.js'
+import { MAX_SLOTS_PER_AGENT } from '../schemas/index.js'
 import { RETIRED_KEYS_PER_SOURCE } from './retired-keys.js'
 
 /** Bounds on what the registry holds: tokens and agents in all, slots per agent, keys per source. */

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { Listing, Manifest } from '../schemas/manifest.js'
+import type { Listing, Manifest } from '../schemas/index.js'
 
 /** A new record id: the kind's prefix and 96 random bits, so ids reveal neither count nor order. */
 export const newId = (prefix: string): string => `${prefix}_${randomBytes(12).toString('base64url')}`

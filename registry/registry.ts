@@ -1,5 +1,4 @@
-import { ApiError } from '../schemas/api-error.js'
-import type { Listing, Manifest } from '../schemas/manifest.js'
+import { ApiError, type Listing, type Manifest } from '../schemas/index.js'
 import { ChangeSet } from './change-set.js'
 import { Disputes } from './disputes.js'
 import { REGISTRY_LIMITS } from './limits.js'

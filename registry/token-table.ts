@@ -1,5 +1,5 @@
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto'
-import { ApiError } from '../schemas/api-error.js'
+import { ApiError } from '../schemas/index.js'
 import type { ChangeSet } from './change-set.js'
 import { REGISTRY_LIMITS } from './limits.js'
 import { MAX_TOKEN_CHARS, newId, type Principal, type TokenRecord } from './records.js'

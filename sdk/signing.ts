@@ -1,5 +1,5 @@
 import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto'
-import { signingString as signedFields } from '../schemas/signal.js'
+import { signingString as signedFields } from '../schemas/index.js'
 
 /**
  * What a creator's server needs to push a signal: the signing string of spec 5.1 and

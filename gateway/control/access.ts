@@ -1,6 +1,5 @@
 import type { AgentRecord, Principal, Registry, SourceRecord } from '../../registry/index.js'
-import { ApiError } from '../../schemas/api-error.js'
-import type { BodyCheck } from '../../schemas/schema-problem.js'
+import { ApiError, type BodyCheck } from '../../schemas/index.js'
 
 /** The admin, or the creator named by `creatorId`. */
 const operates = (principal: Principal, creatorId: string) => principal.role === 'admin' || (principal.role === 'creator' && principal.subject === creatorId)

@@ -1,6 +1,5 @@
 import type { TokenRecord } from '../../registry/index.js'
-import { ApiError } from '../../schemas/api-error.js'
-import { checkCreateAgent, checkCreateToken } from '../../schemas/control.js'
+import { ApiError, checkCreateAgent, checkCreateToken } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { noBody, pageLimit, parseBody } from './access.js'
 import { pageAfter } from './paging.js'

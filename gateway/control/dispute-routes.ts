@@ -1,8 +1,7 @@
 import type { SignalLookup } from '../../pipeline/index.js'
 import { LOOKUP_MAX_RECORDS, parseIsoUtc } from '../../pipeline/index.js'
 import type { DisputedSignal, SourceRecord } from '../../registry/index.js'
-import { ApiError } from '../../schemas/api-error.js'
-import { checkOpenDispute, checkResolveDispute, type OpenDisputeRequest } from '../../schemas/control.js'
+import { ApiError, checkOpenDispute, checkResolveDispute, type OpenDisputeRequest } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { ownedSource, parseBody } from './access.js'
 

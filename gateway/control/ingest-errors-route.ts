@@ -1,5 +1,5 @@
 import type { IngestErrorLog } from '../../pipeline/index.js'
-import { ApiError } from '../../schemas/api-error.js'
+import { ApiError } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { ownedSource, pageLimit } from './access.js'
 

@@ -1,6 +1,5 @@
 import { parsePublicKey } from '../../registry/index.js'
-import { ApiError } from '../../schemas/api-error.js'
-import { checkRegisterKey } from '../../schemas/control.js'
+import { ApiError, checkRegisterKey } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { noBody, ownedSource, parseBody } from './access.js'
 

@@ -1,8 +1,5 @@
 import type { SourceRecord } from '../../registry/index.js'
-import { ApiError } from '../../schemas/api-error.js'
-import { checkCreateSource } from '../../schemas/control.js'
-import { checkManifest, Listing, rateCeilingProblem, type RateCeiling } from '../../schemas/manifest.js'
-import { compileCheck } from '../../schemas/schema-problem.js'
+import { ApiError, checkCreateSource, checkManifest, Listing, rateCeilingProblem, type RateCeiling, compileCheck } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { ownedAgent, ownedSource, parseBody } from './access.js'
 

@@ -1,4 +1,4 @@
-import type { ApiError } from '../../schemas/api-error.js'
+import type { ApiError } from '../../schemas/index.js'
 import type { HttpResponse } from './uws.js'
 
 /**

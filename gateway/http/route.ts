@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import { ApiError } from '../../schemas/api-error.js'
+import { ApiError } from '../../schemas/index.js'
 import { Reply } from './reply.js'
 import { nextRequestId } from './request-id.js'
 import type { HttpRequest, HttpResponse, TemplatedApp } from './uws.js'

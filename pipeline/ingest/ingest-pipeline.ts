@@ -1,6 +1,4 @@
-import { ApiError } from '../../schemas/api-error.js'
-import { enforcedMaxRate, ratePerMs, type Manifest, type RateCeiling } from '../../schemas/manifest.js'
-import { signingString, type AcceptedBody } from '../../schemas/signal.js'
+import { ApiError, enforcedMaxRate, ratePerMs, type Manifest, type RateCeiling, signingString, type AcceptedBody } from '../../schemas/index.js'
 import type { LiveKey, Registry } from '../../registry/index.js'
 import { isLogError } from '../log-error.js'
 import type { SignalLog } from '../log.js'

@@ -1,5 +1,4 @@
-import { ApiError } from '../../schemas/api-error.js'
-import { isWithinSkew } from '../../schemas/signal.js'
+import { ApiError, isWithinSkew } from '../../schemas/index.js'
 import type { LiveKey } from '../../registry/index.js'
 
 /**

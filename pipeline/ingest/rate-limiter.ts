@@ -1,4 +1,4 @@
-import { ratePerMs, type Manifest } from '../../schemas/manifest.js'
+import { ratePerMs, type Manifest } from '../../schemas/index.js'
 
 interface Bucket {
   tokens: number

@@ -1,4 +1,4 @@
-import type { AcceptedBody } from '../../schemas/signal.js'
+import type { AcceptedBody } from '../../schemas/index.js'
 import type { DedupRecord } from './signal-dedup.js'
 import type { SignedRequest } from './signed-request.js'
 

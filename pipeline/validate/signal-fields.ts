@@ -1,5 +1,4 @@
-import type { ErrorCode } from '../../schemas/api-error.js'
-import { isWithinSkew, MAX_SKEW_MS } from '../../schemas/signal.js'
+import { type ErrorCode, isWithinSkew, MAX_SKEW_MS } from '../../schemas/index.js'
 import { parseIsoUtc, subMillisecondNanos } from './iso-timestamp.js'
 import { isValidToken } from './token-address.js'
 

@@ -1,6 +1,6 @@
 import { keccak_256 } from '@noble/hashes/sha3.js'
 import { base58 } from '@scure/base'
-import { CHAINS } from '../../schemas/manifest.js'
+import { CHAINS } from '../../schemas/index.js'
 
 /**
  * Token address formats per chain (spec 2.2: "a valid mint or account address for

@@ -1,0 +1,16 @@
+export { ApiError, ERROR_STATUS, ErrorBody, type ErrorCode } from './api-error.js'
+export {
+  checkCreateAgent,
+  checkCreateSource,
+  checkCreateToken,
+  checkOpenDispute,
+  checkRegisterKey,
+  checkResolveDispute,
+  MAX_SLOTS_PER_AGENT,
+  type OpenDisputeRequest,
+} from './control.js'
+export { SignalAcceptedEvent } from './events.js'
+export { CHAINS, checkManifest, enforcedMaxRate, Listing, Manifest, rateCeilingProblem, ratePerMs, type RateCeiling } from './manifest.js'
+export { openApiDocument } from './openapi.js'
+export { compileCheck, type BodyCheck } from './schema-problem.js'
+export { AcceptedBody, isWithinSkew, MAX_SKEW_MS, NONCE_WINDOW_MS, SignalPayloadSchema, signingString } from './signal.js'
