@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import { fileURLToPath } from 'node:url'
-import { freePort } from './gateway-process.js'
+import { freePort } from '../../harness/gateway-launcher.js'
 
 const ENTRY = fileURLToPath(new URL('./floor-server.js', import.meta.url))
 const START_TIMEOUT_MS = 10_000

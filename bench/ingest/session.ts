@@ -2,7 +2,7 @@ import { availableParallelism } from 'node:os'
 import { LatencyHistogram } from './histogram.js'
 import { measureVerifyRate } from '../verify-ceiling.js'
 import { startFloorServer, type FloorServer } from './floor-process.js'
-import { startGateway, type BenchGateway } from './gateway-process.js'
+import { startBenchGateway, type BenchGateway } from './gateway-process.js'
 import { LoadGeneratorProcess } from './load-generator-process.js'
 import { filesystemOf } from './machine-info.js'
 import { cpuNoiseLine, measureCpuNoise } from './cpu-noise.js'
@@ -52,8 +52,12 @@ function printGateway(gw: BenchGateway): void {
 
 /** Gateway + sources + load generator for the duration of `body`, torn down whatever happens. */
 export async function withSession<T>(env: Record<string, string>, body: (s: Session) => Promise<T>): Promise<T> {
-  const gw = await startGateway(env)
-  const stopGateway = () => gw.stop()
+  const gw = await startBenchGateway(env)
+  const stopGateway = async () => {
+    const how = await gw.stop()
+    await gw.removeDataDir()
+    return how
+  }
   cleanups.add(stopGateway)
   const sampler = new ProcessSampler(gw.pid)
   let lg: LoadGeneratorProcess | undefined
@@ -95,14 +99,13 @@ export async function withSession<T>(env: Record<string, string>, body: (s: Sess
       },
     })
   } catch (err) {
-    const output = gw.output()
-    if (output.length > 0) print(`gateway output (last ${output.length} lines):\n${output.join('\n')}`)
+    if (gw.output.length > 0) print(`gateway output (last ${gw.output.length} lines):\n${gw.output.join('\n')}`)
     throw err
   } finally {
     floorServer?.stop()
     await lg?.close()
     sampler.stop()
-    print(`gateway stopped: ${await gw.stop()}; DATA_DIR removed`)
+    print(`gateway stopped: ${await stopGateway()}; DATA_DIR removed`)
     cleanups.delete(stopGateway)
   }
 }

@@ -3,10 +3,10 @@ import { connect, type Socket } from 'node:net'
 import { join } from 'node:path'
 import t from 'tap'
 import { call, MANIFEST, payload, provision, push } from '../helpers/api.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 import { rawRequest } from '../helpers/raw-http.js'
 
-const gw = await startGateway(t)
+const gw = await startTestGateway(t)
 
 t.test('admin endpoints need the admin token', async (t) => {
   const none = await call(gw.url, 'POST', '/v1/admin/tokens', { body: { role: 'creator', subject: 'c1' } })

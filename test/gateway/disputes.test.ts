@@ -1,12 +1,13 @@
 import t, { type Test } from 'tap'
 import { generateCreatorKey } from '../../sdk/signing.js'
 import { call, payload, provision, push, type Provisioned } from '../helpers/api.js'
-import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js'
+import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 
 // Spec 3.2 (accepted → disputed once compromise evidence is accepted) and 5.3's
 // compromise flow: revoke the leaked key, rotate, open a dispute, the review decides.
 
-const gw = await startGateway(t)
+const gw = await startTestGateway(t)
 
 interface Compromised {
   readonly src: Provisioned
@@ -22,7 +23,7 @@ interface Compromised {
 }
 
 /** A source whose first key signed two signals, then was replaced and revoked. */
-async function compromised(t: Test, g: GatewayProcess = gw, leakedCount = 2): Promise<Compromised> {
+async function compromised(t: Test, g: LaunchedGateway = gw, leakedCount = 2): Promise<Compromised> {
   const src = await provision(g)
   const leaked = Array.from({ length: leakedCount }, () => payload(src.sourceId))
   const answers = []
@@ -42,13 +43,13 @@ async function compromised(t: Test, g: GatewayProcess = gw, leakedCount = 2): Pr
   return { src, leaked, answers, rotated: rotated.body, leakedKeyId: src.keyId, sign }
 }
 
-const revoke = (c: Compromised, g: GatewayProcess = gw) =>
+const revoke = (c: Compromised, g: LaunchedGateway = gw) =>
   call(g.url, 'POST', `/v1/byo/sources/${c.src.sourceId}/keys/${c.leakedKeyId}/revoke`, { token: c.src.creatorToken })
 
-const open = (c: Compromised, body: unknown, token = c.src.creatorToken, g: GatewayProcess = gw) =>
+const open = (c: Compromised, body: unknown, token = c.src.creatorToken, g: LaunchedGateway = gw) =>
   call(g.url, 'POST', `/v1/byo/sources/${c.src.sourceId}/disputes`, { token, body })
 
-const decide = (c: Compromised, disputeId: string, action: 'accept' | 'reject', token = gw.adminToken, body?: unknown, g: GatewayProcess = gw) =>
+const decide = (c: Compromised, disputeId: string, action: 'accept' | 'reject', token = gw.adminToken, body?: unknown, g: LaunchedGateway = gw) =>
   call(g.url, 'POST', `/v1/byo/sources/${c.src.sourceId}/disputes/${disputeId}/${action}`, { token, body })
 
 const named = (...answers: Array<{ signal_id: string; received_at: string }>) => answers.map(({ signal_id, received_at }) => ({ signal_id, received_at }))
@@ -235,16 +236,15 @@ t.test('a source holds at most 16 disputes, listed newest first', async (t) => {
 })
 
 t.test('disputes and the disputed state survive kill -9', async (t) => {
-  const first = await startGateway(t)
+  const first = await startTestGateway(t)
   const c = await compromised(t, first)
   t.equal((await revoke(c, first)).status, 200)
   const accepted = (await open(c, disputeOf(c, named(c.answers[0]!)), c.src.creatorToken, first)).body.data.dispute_id as string
   const pending = (await open(c, disputeOf(c, named(c.answers[1]!)), c.src.creatorToken, first)).body.data.dispute_id as string
   t.equal((await decide(c, accepted, 'accept', first.adminToken, undefined, first)).status, 200)
-  first.proc.kill('SIGKILL')
-  await first.exited()
+  await first.kill()
 
-  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  const second = await startTestGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
   const replay = await push(second, c.sign(c.leaked[0]!))
   t.equal(replay.status, 202)
   t.equal(replay.body.disputed, true)

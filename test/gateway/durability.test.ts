@@ -5,7 +5,7 @@ import { openJournal } from '../../pipeline/index.js'
 import { decodeSignalRecord } from '../../pipeline/index.js'
 import { readStateSnapshot } from '../../pipeline/ingest/state-snapshot.js'
 import { call, payload, provision, push } from '../helpers/api.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 
 /** Every record in the data folder's journal, read after the gateway is gone. */
 async function journalSignals(dataDir: string) {
@@ -22,7 +22,7 @@ async function journalSignals(dataDir: string) {
 }
 
 t.test('a gateway killed with kill -9 mid-burst loses no 202ed signal, and a retry after restart is deduplicated', async (t) => {
-  const first = await startGateway(t)
+  const first = await startTestGateway(t)
   const src = await provision(first)
   const sent: Array<{ p: Record<string, unknown>; signed: ReturnType<typeof src.sign> }> = []
   const accepted = new Map<string, string>()
@@ -57,7 +57,7 @@ t.test('a gateway killed with kill -9 mid-burst loses no 202ed signal, and a ret
   t.same([...bySignal.values()].filter((n) => n > 1), [], 'none is in it twice')
   for (let i = 1; i < records.length; i++) if (records[i]!.seq !== records[i - 1]!.seq + 1) t.fail('gap in sequences')
 
-  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  const second = await startTestGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
   const [someId, receivedAt] = [...accepted.entries()][Math.floor(accepted.size / 2)]!
   const original = sent.find((s) => s.p.signal_id === someId)!
   const retry = await push(second, src.sign(original.p))
@@ -73,13 +73,12 @@ t.test('a gateway killed with kill -9 mid-burst loses no 202ed signal, and a ret
 })
 
 t.test('registry state (tokens, sources, keys and their states) survives kill -9', async (t) => {
-  const first = await startGateway(t)
+  const first = await startTestGateway(t)
   const src = await provision(first)
   const renter = await call(first.url, 'POST', '/v1/admin/tokens', { token: first.adminToken, body: { role: 'renter', subject: 'r-kill' } })
   t.equal((await call(first.url, 'POST', `/v1/admin/tokens/${renter.body.data.token_id}/revoke`, { token: first.adminToken })).status, 200)
-  first.proc.kill('SIGKILL')
-  await first.exited()
-  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  await first.kill()
+  const second = await startTestGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
   const res = await push(second, src.sign(payload(src.sourceId)))
   t.equal(res.status, 202, 'the active key still verifies')
   t.equal(res.body.test, undefined, 'and is still active, not pending')
@@ -88,21 +87,20 @@ t.test('registry state (tokens, sources, keys and their states) survives kill -9
 })
 
 t.test('the nonce of a refused but verified request is still refused after kill -9 and restart', async (t) => {
-  const first = await startGateway(t)
+  const first = await startTestGateway(t)
   const src = await provision(first)
   const signed = src.sign(payload(src.sourceId, { severity: 'not-a-level' }))
   t.equal((await push(first, signed)).body.error.code, 'invalid_severity')
   await new Promise((r) => setTimeout(r, 300)) // the diagnostics log is written behind the answer
-  first.proc.kill('SIGKILL')
-  await first.exited()
-  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  await first.kill()
+  const second = await startTestGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
   const replay = await push(second, signed)
   t.equal(replay.status, 401)
   t.equal(replay.body.error.code, 'replayed_nonce')
 })
 
 t.test('a deduplicated retry keeps its nonce spent and the Idempotency-Key it brought bound after kill -9', async (t) => {
-  const first = await startGateway(t)
+  const first = await startTestGateway(t)
   const src = await provision(first)
   const signal = payload(src.sourceId)
   const original = await push(first, src.sign(signal))
@@ -111,9 +109,8 @@ t.test('a deduplicated retry keeps its nonce spent and the Idempotency-Key it br
   const retry = src.sign(signal, { idempotencyKey: key })
   t.equal((await push(first, retry)).body.deduplicated, true)
   await new Promise((r) => setTimeout(r, 300)) // the note is written behind the answer
-  first.proc.kill('SIGKILL')
-  await first.exited()
-  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  await first.kill()
+  const second = await startTestGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
   const replay = await push(second, retry)
   t.equal(replay.status, 401, 'the retry itself replayed')
   t.equal(replay.body.error.code, 'replayed_nonce')
@@ -128,7 +125,7 @@ t.test('a deduplicated retry keeps its nonce spent and the Idempotency-Key it br
 t.test('after SIGTERM the next start takes over the saved state: retries are deduplicated, a refused request keeps its nonce spent, and after a later kill -9 the same state is taken over again', async (t) => {
   // Saves while running are tested below; here only the one at the stop.
   const env = { INGEST_STATE_SAVE_S: '0', DEDUP_WINDOW_S: '1500' }
-  const first = await startGateway(t, { env })
+  const first = await startTestGateway(t, { env })
   const src = await provision(first)
   const signal = payload(src.sourceId)
   const accepted = await push(first, src.sign(signal))
@@ -147,7 +144,7 @@ t.test('after SIGTERM the next start takes over the saved state: retries are ded
   // Without the diagnostics log, only the saved state knows the refused request's nonce.
   await rm(join(first.dataDir, 'ingest-errors'), { recursive: true })
 
-  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken, env })
+  const second = await startTestGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken, env })
   const started = second.output.find((l) => l.includes('"from_snapshot"'))
   // Two signals: the key's test signal at provisioning, and this one.
   t.match(JSON.parse(started ?? '{}'), { from_snapshot: true, restored_signals: 0, dedup_entries: 2 }, 'nothing was read back from the journal')
@@ -161,9 +158,8 @@ t.test('after SIGTERM the next start takes over the saved state: retries are ded
   const laterSignal = payload(src.sourceId)
   const later = await push(second, src.sign(laterSignal))
   t.equal(later.status, 202)
-  second.proc.kill('SIGKILL')
-  await second.exited()
-  const third = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken, env })
+  await second.kill()
+  const third = await startTestGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken, env })
   const restarted = third.output.find((l) => l.includes('"from_snapshot"'))
   t.match(JSON.parse(restarted ?? '{}'), { from_snapshot: true, restored_signals: 1 }, 'the state saved at the stop, and the journal after it: the signal accepted since')
   for (const [sent, original] of [
@@ -179,7 +175,7 @@ t.test('after SIGTERM the next start takes over the saved state: retries are ded
 
 t.test('the state is saved while running, so a start after kill -9 reads only the journal since the last save', async (t) => {
   const env = { INGEST_STATE_SAVE_S: '1' }
-  const first = await startGateway(t, { env })
+  const first = await startTestGateway(t, { env })
   const src = await provision(first)
   const sent: Array<{ p: Record<string, unknown>; receivedAt: string }> = []
   const pushSome = async (n: number) => {
@@ -198,10 +194,9 @@ t.test('the state is saved while running, so a start after kill -9 reads only th
   await new Promise((r) => setTimeout(r, 1500))
   t.equal(savesLogged(), savesBefore, 'with nothing new, nothing is saved again')
   await pushSome(7)
-  first.proc.kill('SIGKILL')
-  await first.exited()
+  await first.kill()
 
-  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken, env })
+  const second = await startTestGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken, env })
   const started = JSON.parse(second.output.find((l) => l.includes('"from_snapshot"')) ?? '{}')
   t.equal(started.from_snapshot, true, 'the saved state is taken over')
   t.ok(started.restored_signals <= 7, `${started.restored_signals} records read from the journal, not all 38 (a save may have caught some of the last 7)`)
@@ -215,7 +210,7 @@ t.test('the state is saved while running, so a start after kill -9 reads only th
 
 t.test('a failed journal write gets 503 not_ready, never a false 202; the gateway exits 75 and a restart recovers', async (t) => {
   // Writes past 256 KiB fail with EFBIG: the journal's segment hits it after a few hundred signals.
-  const first = await startGateway(t, { fileSizeLimitBytes: 256 * 1024 })
+  const first = await startTestGateway(t, { fileSizeLimitBytes: 256 * 1024 })
   const src = await provision(first)
   const accepted: Array<{ p: Record<string, unknown>; receivedAt: string }> = []
   const refused: Array<{ p: Record<string, unknown>; status: number; code: string; retryAfter: string | null }> = []
@@ -244,7 +239,7 @@ t.test('a failed journal write gets 503 not_ready, never a false 202; the gatewa
   t.same(accepted.filter((a) => !ids.has(a.p.signal_id as string)), [], 'every 202ed signal is in the journal')
   t.equal(records.length, ids.size, 'none twice')
 
-  const second = await startGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
+  const second = await startTestGateway(t, { dataDir: first.dataDir, adminToken: first.adminToken })
   const last = accepted[accepted.length - 1]!
   const dedup = await push(second, src.sign(last.p))
   t.match(dedup, { status: 202, body: { deduplicated: true, received_at: last.receivedAt } }, 'after the restart the last 202ed signal is deduplicated, with its received_at')

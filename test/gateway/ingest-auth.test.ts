@@ -1,9 +1,9 @@
 import t from 'tap'
 import { generateCreatorKey, signPush } from '../../sdk/signing.js'
 import { call, payload, provision, push } from '../helpers/api.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 
-const gw = await startGateway(t)
+const gw = await startTestGateway(t)
 const src = await provision(gw)
 
 const expectError = (res: { status: number; body: any; headers: Headers }, status: number, code: string, what = '') => {

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { payload, provision, push } from '../helpers/api.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 
-const gw = await startGateway(t)
+const gw = await startTestGateway(t)
 const src = await provision(gw)
 
 t.test('a retry with the same body, a fresh nonce and timestamp gets 202 with the original received_at', async (t) => {

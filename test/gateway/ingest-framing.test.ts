@@ -2,10 +2,10 @@ import { sign } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { signingString } from '../../sdk/signing.js'
 import { payload, provision, push } from '../helpers/api.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 import { rawRequest, requestBytes } from '../helpers/raw-http.js'
 
-const gw = await startGateway(t, { env: { BODY_TIMEOUT_MS: '500' } })
+const gw = await startTestGateway(t, { env: { BODY_TIMEOUT_MS: '500' } })
 const src = await provision(gw)
 const path = `/v1/byo/sources/${src.sourceId}/signals`
 

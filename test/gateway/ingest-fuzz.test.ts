@@ -1,7 +1,7 @@
 import fc from 'fast-check'
 import t from 'tap'
 import { payload, provision, push } from '../helpers/api.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 import { rawRequest, requestBytes } from '../helpers/raw-http.js'
 
 /**
@@ -10,7 +10,7 @@ import { rawRequest, requestBytes } from '../helpers/raw-http.js'
  * the damage happened to be harmless), never a 5xx other than shedding, and the
  * gateway must keep serving.
  */
-const gw = await startGateway(t)
+const gw = await startTestGateway(t)
 const src = await provision(gw)
 
 type Mutation =

@@ -1,8 +1,8 @@
 import t from 'tap'
 import { EVM_TOKEN, payload, provision, push } from '../helpers/api.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 
-const gw = await startGateway(t)
+const gw = await startTestGateway(t)
 const src = await provision(gw)
 
 const refused = async (overrides: Record<string, unknown>, code: string) => {

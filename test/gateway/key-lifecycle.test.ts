@@ -1,9 +1,9 @@
 import t from 'tap'
 import { generateCreatorKey } from '../../sdk/signing.js'
 import { call, payload, provision, push } from '../helpers/api.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 
-const gw = await startGateway(t)
+const gw = await startTestGateway(t)
 
 const keyCall = (src: { sourceId: string; creatorToken: string }, keyId: string, action: 'promote' | 'revoke') =>
   call(gw.url, 'POST', `/v1/byo/sources/${src.sourceId}/keys/${keyId}/${action}`, { token: src.creatorToken })

@@ -5,7 +5,7 @@ import { missingNodeFlags, NODE_FLAGS } from '../../config/index.js'
 /**
  * The V8 flags cannot be set from inside the process, so every launcher repeats them:
  * these checks keep `npm start` and the systemd unit in step with config/node-flags.ts
- * (the test and benchmark launchers import NODE_FLAGS directly).
+ * (harness/gateway-launcher.ts, for the tests and the benchmark, imports NODE_FLAGS).
  */
 
 const root = new URL('../../', import.meta.url)

@@ -6,13 +6,13 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { rawRequest, requestBytes } from '../helpers/raw-http.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 import { openJournal } from '../../pipeline/index.js'
 
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
 
 t.test('healthz says alive and readyz says ready', async (t) => {
-  const gw = await startGateway(t)
+  const gw = await startTestGateway(t)
   t.equal((await fetch(`${gw.url}/healthz`)).status, 200)
   const ready = await fetch(`${gw.url}/readyz`)
   t.equal(ready.status, 200)
@@ -20,7 +20,7 @@ t.test('healthz says alive and readyz says ready', async (t) => {
 })
 
 t.test('while the state is rebuilt the gateway listens: healthz alive, readyz starting, ingest 503 not_ready; then the retry of a signal gets its deduplicated 202', async (t) => {
-  const gw = await startGateway(t)
+  const gw = await startTestGateway(t)
   const src = await provision(gw)
   const signal = payload(src.sourceId)
   const first = await push(gw, src.sign(signal))
@@ -39,7 +39,7 @@ t.test('while the state is rebuilt the gateway listens: healthz alive, readyz st
   await Promise.all(appends)
   await journal.close()
 
-  const again = await startGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken, until: 'listening' })
+  const again = await startTestGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken, until: 'listening' })
   t.equal((await fetch(`${again.url}/healthz`)).status, 200, 'alive while starting')
   const readyz = await fetch(`${again.url}/readyz`)
   t.equal(readyz.status, 503)
@@ -88,7 +88,7 @@ t.test('a HOST this machine does not have, or a DATA_DIR that cannot be a folder
 })
 
 t.test('without ADMIN_TOKEN a token is generated into DATA_DIR/admin-token (mode 600) and works', async (t) => {
-  const gw = await startGateway(t, { adminToken: '' })
+  const gw = await startTestGateway(t, { adminToken: '' })
   const file = join(gw.dataDir, 'admin-token')
   const token = (await readFile(file, 'utf8')).trim()
   t.equal((await stat(file)).mode & 0o777, 0o600)
@@ -132,7 +132,7 @@ t.test('an empty or too short DATA_DIR/admin-token stops the start instead of be
 })
 
 t.test('logs are structured JSON and carry the request id', async (t) => {
-  const gw = await startGateway(t, { env: { LOG_LEVEL: 'debug' } })
+  const gw = await startTestGateway(t, { env: { LOG_LEVEL: 'debug' } })
   const src = await provision(gw)
   const res = await push(gw, src.sign(payload(src.sourceId, { severity: 'nope' })))
   await new Promise((r) => setTimeout(r, 200))
@@ -142,7 +142,7 @@ t.test('logs are structured JSON and carry the request id', async (t) => {
 })
 
 t.test('SIGTERM drains: in-flight requests finish, the process exits 0, and accepted signals are in the journal', async (t) => {
-  const gw = await startGateway(t)
+  const gw = await startTestGateway(t)
   const src = await provision(gw)
   // A request either reached the gateway and is answered, or found the listener already closed.
   const inflight = Array.from({ length: 30 }, () =>
@@ -160,7 +160,7 @@ t.test('SIGTERM drains: in-flight requests finish, the process exits 0, and acce
   }
   const accepted = results.flatMap((r) => (typeof r !== 'string' && r.status === 202 ? [r.body.signal_id as string] : []))
   t.ok(accepted.length > 0, `${accepted.length} requests in flight at SIGTERM were accepted`)
-  const again = await startGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken })
+  const again = await startTestGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken })
   for (const id of accepted) {
     const p = payload(src.sourceId, { signal_id: id })
     const res = await push(again, src.sign(p))
@@ -169,7 +169,7 @@ t.test('SIGTERM drains: in-flight requests finish, the process exits 0, and acce
 })
 
 t.test('during a drain a request in flight finishes with 202 while a new one on an open connection gets 503 not_ready', async (t) => {
-  const gw = await startGateway(t, { env: { SHUTDOWN_GRACE_MS: '5000', BODY_TIMEOUT_MS: '4000' } })
+  const gw = await startTestGateway(t, { env: { SHUTDOWN_GRACE_MS: '5000', BODY_TIMEOUT_MS: '4000' } })
   const src = await provision(gw)
   const slow = src.sign(payload(src.sourceId))
   const headers = Object.entries(slow.headers).concat([['content-length', String(slow.body.length)]]) as Array<[string, string]>
@@ -192,7 +192,7 @@ t.test('during a drain a request in flight finishes with 202 while a new one on 
 })
 
 t.test('one gateway per data folder and per port: a second start on either is refused and the first keeps serving', async (t) => {
-  const first = await startGateway(t)
+  const first = await startTestGateway(t)
   const sameDir = spawnSync(process.execPath, [MAIN], {
     env: { PATH: process.env['PATH'], PORT: '0', HOST: '127.0.0.1', DATA_DIR: first.dataDir, ADMIN_TOKEN: first.adminToken },
     encoding: 'utf8',
@@ -218,7 +218,7 @@ t.test('one gateway per data folder and per port: a second start on either is re
 })
 
 t.test('clients that pipeline requests and never read the answers are cut off: memory stays bounded and others are served', async (t) => {
-  const gw = await startGateway(t)
+  const gw = await startTestGateway(t)
   const rssMb = async () => Number((await readFile(`/proc/${gw.proc.pid}/status`, 'utf8')).match(/VmRSS:\s+(\d+)/)![1]) / 1024
   const before = await rssMb()
   const { connect } = await import('node:net')

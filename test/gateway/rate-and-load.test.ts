@@ -1,10 +1,10 @@
 import t from 'tap'
 import { call, MANIFEST, payload, provision, push } from '../helpers/api.js'
-import { startGateway } from '../helpers/gateway-process.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 import { generateCreatorKey } from '../../sdk/signing.js'
 
 t.test('pushing above max_rate is refused with 429 rate_limited and Retry-After; a burst of seconds does not flag the source', async (t) => {
-  const gw = await startGateway(t, { env: { OVER_RATE_FLAG_MINUTES: '1' } })
+  const gw = await startTestGateway(t, { env: { OVER_RATE_FLAG_MINUTES: '1' } })
   // 5 per minute, burst 5: the provisioning test signal takes one token.
   const src = await provision(gw, { manifest: { ...MANIFEST, max_rate: { rate: 5, per: 'minute', burst: 5 } } })
   const statuses: number[] = []
@@ -26,7 +26,7 @@ t.test('pushing above max_rate is refused with 429 rate_limited and Retry-After;
 })
 
 t.test('a retry of an accepted signal is not charged to the rate limit', async (t) => {
-  const gw = await startGateway(t)
+  const gw = await startTestGateway(t)
   const src = await provision(gw, { manifest: { ...MANIFEST, max_rate: { rate: 2, per: 'hour', burst: 2 } } })
   const p = payload(src.sourceId)
   t.equal((await push(gw, src.sign(p))).status, 202)
@@ -35,7 +35,7 @@ t.test('a retry of an accepted signal is not charged to the rate limit', async (
 })
 
 t.test('with the verify queue full the edge sheds with 503 overloaded and Retry-After, and recovers', async (t) => {
-  const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '1', VERIFY_THREADS: '1', VERIFY_BATCH: '1' } })
+  const gw = await startTestGateway(t, { env: { VERIFY_QUEUE_LIMIT: '1', VERIFY_THREADS: '1', VERIFY_BATCH: '1' } })
   const src = await provision(gw, { manifest: { ...MANIFEST, max_rate: { rate: 1000, per: 'second', burst: 10_000 } } })
   const results = await Promise.all(Array.from({ length: 200 }, () => push(gw, src.sign(payload(src.sourceId)))))
   const shed = results.filter((r) => r.status === 503)
@@ -89,7 +89,7 @@ async function forgedFlood(gw: { port: number }, src: Awaited<ReturnType<typeof 
 
 t.test('a flood of forged signatures under one source takes at most its share of the verification slots: another source pushing meanwhile is never shed', async (t) => {
   // 16 slots: a quarter (4) per source. No wait bound, so only the slots can shed.
-  const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '16', VERIFY_THREADS: '1', VERIFY_BATCH: '1', VERIFY_MAX_WAIT_MS: '60000' } })
+  const gw = await startTestGateway(t, { env: { VERIFY_QUEUE_LIMIT: '16', VERIFY_THREADS: '1', VERIFY_BATCH: '1', VERIFY_MAX_WAIT_MS: '60000' } })
   const flooded = await provision(gw)
   const victim = await provision(gw)
   const flood = await forgedFlood(gw, flooded, 64)
@@ -136,7 +136,7 @@ async function holdBodies(gw: { port: number }, src: Awaited<ReturnType<typeof p
 
 t.test('bodies held back take no verification slot: past BODY_SLOW_MAX, or past the share of their creator, they get 503, and requests that send head and body together are still accepted', async (t) => {
   // 16 places, an eighth of them (2) per creator.
-  const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '2', BODY_SLOW_MAX: '16', BODY_TIMEOUT_MS: '60000' } })
+  const gw = await startTestGateway(t, { env: { VERIFY_QUEUE_LIMIT: '2', BODY_SLOW_MAX: '16', BODY_TIMEOUT_MS: '60000' } })
   const src = await provision(gw)
   const held = await holdBodies(gw, src, 5)
   const refused = held.answered()
@@ -162,7 +162,7 @@ t.test('bodies held back take no verification slot: past BODY_SLOW_MAX, or past 
 })
 
 t.test('a body abandoned mid-upload gives its place back at once, and a body too slow at its deadline', async (t) => {
-  const gw = await startGateway(t, { env: { BODY_SLOW_MAX: '1', BODY_TIMEOUT_MS: '60000' } })
+  const gw = await startTestGateway(t, { env: { BODY_SLOW_MAX: '1', BODY_TIMEOUT_MS: '60000' } })
   const src = await provision(gw)
   const abandoned = await holdBodies(gw, src, 1, 20)
   t.same(abandoned.answered(), [], 'reading')
@@ -172,7 +172,7 @@ t.test('a body abandoned mid-upload gives its place back at once, and a body too
   t.same(next.answered(), [], 'the place is free again long before the 60 s deadline')
   next.sockets[0]!.destroy()
 
-  const slow = await startGateway(t, { env: { BODY_SLOW_MAX: '1', BODY_TIMEOUT_MS: '400' } })
+  const slow = await startTestGateway(t, { env: { BODY_SLOW_MAX: '1', BODY_TIMEOUT_MS: '400' } })
   const src2 = await provision(slow)
   const late = await holdBodies(slow, src2, 1, 20)
   await new Promise((r) => setTimeout(r, 800))
@@ -185,7 +185,7 @@ t.test('a body abandoned mid-upload gives its place back at once, and a body too
 
 t.test('heads that fail the key or skew check wait for their bodies only in places of their own: past those they get their refusal at once, and a signed head still finds its place', async (t) => {
   // 8 places: an eighth of them (1) per creator, and 1 more for heads that failed a check.
-  const gw = await startGateway(t, { env: { BODY_SLOW_MAX: '8', BODY_TIMEOUT_MS: '60000' } })
+  const gw = await startTestGateway(t, { env: { BODY_SLOW_MAX: '8', BODY_TIMEOUT_MS: '60000' } })
   const src = await provision(gw)
   const unknown = await holdBodies(gw, src, 5, 0, 'key_unknownunknown1234')
   t.equal(unknown.answered().length, 4, 'one waits for its body, the other four are answered at once')
@@ -196,7 +196,7 @@ t.test('heads that fail the key or skew check wait for their bodies only in plac
 })
 
 t.test('precedence does not depend on packets: a body sent after its head is still checked for its source_id before the key', async (t) => {
-  const gw = await startGateway(t)
+  const gw = await startTestGateway(t)
   const src = await provision(gw)
   const { connect } = await import('node:net')
   for (const split of [false, true]) {
@@ -218,7 +218,7 @@ t.test('precedence does not depend on packets: a body sent after its head is sti
 })
 
 t.test('field errors are reported before the rate limit: an invalid signal from a limited source gets 400, not 429', async (t) => {
-  const gw = await startGateway(t)
+  const gw = await startTestGateway(t)
   const src = await provision(gw, { manifest: { ...MANIFEST, max_rate: { rate: 1, per: 'hour', burst: 1 } } })
   t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 429, 'the bucket is empty (the test signal took the only token)')
   const res = await push(gw, src.sign(payload(src.sourceId, { severity: 'nope' })))

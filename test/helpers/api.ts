@@ -1,6 +1,6 @@
 import { GatewayClient, type GatewayResponse } from '../../sdk/gateway-client.js'
 import { generateCreatorKey, signPush, type CreatorKey, type SignedPush } from '../../sdk/signing.js'
-import type { GatewayProcess } from './gateway-process.js'
+import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 
 export type ApiResponse<T = any> = GatewayResponse<T>
 
@@ -63,7 +63,7 @@ export function payload(sourceId: string, overrides: Record<string, unknown> = {
  * Creator token, agent, source, and a key taken through its lifecycle: registered
  * (pending), a test signal accepted, promoted to active — unless `activate` is false.
  */
-export async function provision(gw: GatewayProcess, options: { manifest?: unknown; activate?: boolean; slots?: number } = {}): Promise<Provisioned> {
+export async function provision(gw: LaunchedGateway, options: { manifest?: unknown; activate?: boolean; slots?: number } = {}): Promise<Provisioned> {
   counter++
   const key = generateCreatorKey()
   const suffix = `${counter}_${Date.now().toString(36)}`
