@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto'
-import { GatewayClient } from '../../sdk/gateway-client.js'
-import { creatorKeyFromSeed } from '../../sdk/signing.js'
+import { GatewayClient, creatorKeyFromSeed } from '../../sdk/index.js'
 import type { BenchGateway } from './gateway-process.js'
 import type { SourceKey } from './protocol.js'
 

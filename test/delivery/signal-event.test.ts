@@ -2,7 +2,7 @@ import t from 'tap'
 import { Compile } from 'typebox/compile'
 import { signalAcceptedEvent } from '../../delivery/index.js'
 import type { SignalRecord } from '../../pipeline/index.js'
-import { SignalAcceptedEvent } from '../../schemas/events.js'
+import { SignalAcceptedEvent } from '../../schemas/index.js'
 
 const record: SignalRecord = {
   v: 1,

@@ -4,14 +4,15 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import { payload, provision, push } from '../helpers/api.js'
-import { startGateway, type GatewayProcess } from '../helpers/gateway-process.js'
+import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
 
 const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
 /** sysexits.h EX_DATAERR; the systemd unit in deploy/ does not restart it. */
 const EX_DATAERR = 65
 
 /** A start of the built service on `gw`'s data folder, run to its exit. */
-function startOn(gw: GatewayProcess): { status: number | null; stderr: string } {
+function startOn(gw: LaunchedGateway): { status: number | null; stderr: string } {
   const run = spawnSync(process.execPath, [MAIN], {
     env: { PATH: process.env['PATH'], PORT: '0', HOST: '127.0.0.1', DATA_DIR: gw.dataDir, ADMIN_TOKEN: gw.adminToken },
     encoding: 'utf8',
@@ -21,8 +22,8 @@ function startOn(gw: GatewayProcess): { status: number | null; stderr: string } 
 }
 
 /** A gateway that accepted a signal and was stopped: its data folder holds a registry log and a journal. */
-async function stoppedGateway(t: Test): Promise<GatewayProcess> {
-  const gw = await startGateway(t)
+async function stoppedGateway(t: Test): Promise<LaunchedGateway> {
+  const gw = await startTestGateway(t)
   const src = await provision(gw)
   t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202)
   gw.proc.kill('SIGTERM')
@@ -44,7 +45,7 @@ t.test('a damaged registry change with changes after it stops the start with EX_
   t.notMatch(run.stderr, /\n\s+at /, 'a message, not a stack trace')
   t.same(await readFile(logPath), damaged, 'the damaged log is left as it was, for the operator')
   await writeFile(logPath, intact)
-  const again = await startGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken })
+  const again = await startTestGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken })
   t.ok(again.port > 0, 'with the file restored it starts again')
 })
 

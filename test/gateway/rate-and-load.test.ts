@@ -1,7 +1,7 @@
 import t from 'tap'
 import { call, MANIFEST, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
-import { generateCreatorKey } from '../../sdk/signing.js'
+import { generateCreatorKey } from '../../sdk/index.js'
 
 t.test('pushing above max_rate is refused with 429 rate_limited and Retry-After; a burst of seconds does not flag the source', async (t) => {
   const gw = await startTestGateway(t, { env: { OVER_RATE_FLAG_MINUTES: '1' } })
@@ -104,7 +104,7 @@ t.test('a flood of forged signatures under one source takes at most its share of
 })
 
 t.test('a forged flood from addresses the source never proved leaves its proven address a lane of its own: the source itself is never shed', async (t) => {
-  const gw = await startGateway(t, { env: { VERIFY_QUEUE_LIMIT: '16', VERIFY_THREADS: '1', VERIFY_BATCH: '1', VERIFY_MAX_WAIT_MS: '60000' } })
+  const gw = await startTestGateway(t, { env: { VERIFY_QUEUE_LIMIT: '16', VERIFY_THREADS: '1', VERIFY_BATCH: '1', VERIFY_MAX_WAIT_MS: '60000' } })
   // Its test signal, sent from 127.0.0.1, proves that address for the source.
   const src = await provision(gw)
   const flood = await forgedFlood(gw, src, 64, '127.0.0.2')

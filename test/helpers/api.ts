@@ -1,5 +1,4 @@
-import { GatewayClient, type GatewayResponse } from '../../sdk/gateway-client.js'
-import { generateCreatorKey, signPush, type CreatorKey, type SignedPush } from '../../sdk/signing.js'
+import { GatewayClient, type GatewayResponse, generateCreatorKey, signPush, type CreatorKey, type SignedPush } from '../../sdk/index.js'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 
 export type ApiResponse<T = any> = GatewayResponse<T>

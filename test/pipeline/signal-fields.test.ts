@@ -9,7 +9,7 @@ import {
   type SignalRules,
   validateSignalFields,
 } from '../../pipeline/validate/signal-fields.js'
-import { SignalPayloadSchema } from '../../schemas/signal.js'
+import { SignalPayloadSchema } from '../../schemas/index.js'
 
 const NOW = Date.UTC(2025, 5, 15, 12, 0, 0)
 const SOL_MINT = 'EPjFWdd5AufqSSqeM2qN1xzybapC8G4wEGGkZwyTDt1v'

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { isWithinSkew, MAX_SKEW_MS, NONCE_WINDOW_MS } from '../../schemas/signal.js'
+import { isWithinSkew, MAX_SKEW_MS, NONCE_WINDOW_MS } from '../../schemas/index.js'
 
 t.test('the skew allowance is 300 seconds either way, inclusive, to the millisecond', async (t) => {
   t.equal(MAX_SKEW_MS, 300_000)

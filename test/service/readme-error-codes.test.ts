@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises'
 import t from 'tap'
-import { ERROR_STATUS } from '../../schemas/api-error.js'
+import { ERROR_STATUS } from '../../schemas/index.js'
 
 t.test('the README lists every error code with the status it travels with, and no other', async (t) => {
   const readme = await readFile(new URL('../../README.md', import.meta.url), 'utf8')
