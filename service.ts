@@ -193,6 +193,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     perSource: config.INGEST_ERRORS_PER_SOURCE,
     maxUnverified: config.INGEST_ERRORS_UNVERIFIED_MAX,
     onWriteError: (err) => logger.warn({ err }, 'ingest error record not written'),
+    onWarning: (message, err) => logger.warn({ err }, message),
   })
 
   const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))

@@ -26,7 +26,7 @@ const Env = {
   SIGNAL_ID_HISTORY_MAX: { type: 'int', default: 20_000_000, min: 1000, max: 1_000_000_000, help: 'accepted signal ids remembered past the dedup window, newest kept, so a reused one is refused (about 11 to 21 bytes each)' },
   VERIFY_THREADS: { type: 'int', default: 0, min: 0, max: 64, help: 'verification worker threads; 0 = one per core, less the one the event loop needs (at least 1)' },
   VERIFY_BATCH: { type: 'int', default: 64, min: 1, max: 4096, help: 'signatures sent to a worker in one message' },
-  VERIFY_QUEUE_LIMIT: { type: 'int', default: 512, min: 1, max: 1_000_000, help: 'requests waiting for verification before the edge sheds with 503; a source holds at most a quarter of them' },
+  VERIFY_QUEUE_LIMIT: { type: 'int', default: 512, min: 1, max: 1_000_000, help: 'requests waiting for verification before the edge sheds with 503; each lane of a source (its proven addresses, the rest) holds at most a quarter of them' },
   VERIFY_MAX_WAIT_MS: { type: 'int', default: 50, min: 1, max: 60_000, help: 'shed with 503 once the oldest request waiting for verification has waited this long' },
   BODY_TIMEOUT_MS: { type: 'int', default: 5000, min: 100, max: 120_000, help: 'time allowed to receive a request body' },
   BODY_SLOW_MAX: { type: 'int', default: 1024, min: 1, max: 65_536, help: 'request bodies not complete when their head was read, being received at once; past it such a request gets 503 (memory: up to 16 KB each for ingest)' },

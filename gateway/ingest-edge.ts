@@ -9,7 +9,7 @@ import type { Metrics } from './metrics.js'
 import type { Reply } from './http/reply.js'
 import type { RouteHandler } from './http/route.js'
 import { framingProblem } from './http/framing.js'
-import { clientAddress, ProvenAddresses } from './proven-addresses.js'
+import { clientAddress, type ProvenAddresses } from './proven-addresses.js'
 import { collectIngestHeaders, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
 
 /** Spec 2.2 and 8. */
@@ -28,6 +28,8 @@ export interface IngestEdgeParts {
   readonly isStarting: () => boolean
   readonly track: (reply: Reply) => void
   readonly metrics: Metrics
+  /** The client addresses that proved themselves for a key (its lane of the shared slots). */
+  readonly provenAddresses: ProvenAddresses
 }
 
 /** What is known of a request when it is refused, for the operator's ingest-error list. */
@@ -47,7 +49,7 @@ interface RefusalContext {
  */
 export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
   const { registry, pool, logger } = parts
-  const proven = new ProvenAddresses(parts.now)
+  const proven = parts.provenAddresses
 
   const refuse = (reply: Reply, ctx: RefusalContext, error: ApiError, close = false) => {
     reply.fail(error, close)
@@ -103,11 +105,15 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     parts.track(reply)
     const urlSourceId = req.getParameter(0) ?? ''
     const source = registry.source(urlSourceId)
-    const address = clientAddress(res)
-    // A known source's verification slots are counted in two lanes, its proven addresses'
-    // and the others' (ProvenAddresses): a lane is shed once it holds its share.
-    const verifyHolder = source === undefined ? undefined : proven.laneOf(urlSourceId, address, urlSourceId)
-    if (parts.isDraining() || parts.isStarting() || !pool.hasRoom(verifyHolder) || !parts.pipeline.hasRoom()) return shed(reply)
+    if (parts.isDraining() || parts.isStarting() || !pool.hasRoom() || !parts.pipeline.hasRoom()) return shed(reply)
+    // A known source's verification slots are counted in two lanes, requests from the
+    // addresses that proved themselves for the key named, and the rest (ProvenAddresses);
+    // a lane that holds its share is shed before anything is parsed. The first key id
+    // header is enough to pick a lane: a request with two is refused before verification.
+    const address = source === undefined ? '' : clientAddress(res)
+    const fromProven = source !== undefined && proven.isProven(req.getHeader('x-svc-key-id'), address)
+    const verifyHolder = source === undefined ? undefined : fromProven ? urlSourceId : `${urlSourceId}\0unproven`
+    if (verifyHolder !== undefined && !pool.hasRoom(verifyHolder)) return shed(reply)
     const path = req.getUrl()
     const headers = collectIngestHeaders(req)
     const ctx: RefusalContext = { sourceKnown: source !== undefined, sourceId: urlSourceId, keyId: null, signalId: null, nonce: undefined }
@@ -180,20 +186,21 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
         }
         parts.pipeline.process(signed).then(
           (accepted) => {
-            proven.prove(urlSourceId, address)
+            // Not every 202 claimed a nonce: a retry can be answered from dedup without one.
+            if (signed.nonceClaimed) proven.prove(key.record.key_id, address)
             reply.send(202, accepted)
             parts.metrics.accepted(parts.now() - receivedAtMs, accepted.deduplicated === true)
             logger.debug({ request_id: reply.requestId, source_id: urlSourceId, signal_id: accepted.signal_id }, 'ingest accepted')
           },
           (err: unknown) => {
             // Refused after its nonce was claimed: still signed by the key holder, fresh.
-            if (signed.nonceClaimed) proven.prove(urlSourceId, address)
+            if (signed.nonceClaimed) proven.prove(key.record.key_id, address)
             ctx.nonce = signed.nonceClaimed ? nonce : undefined
             refuse(reply, ctx, err instanceof ApiError ? err : new ApiError('internal_error', 'the signal could not be stored; retry', { cause: err }))
           },
         )
       },
-    }, headCheck instanceof ApiError ? undefined : proven.laneOf(urlSourceId, address, (source as SourceRecord).creator_id))
+    }, headCheck instanceof ApiError ? undefined : fromProven ? (source as SourceRecord).creator_id : `${(source as SourceRecord).creator_id}\0unproven`)
     // A client that leaves mid-upload frees its buffered bytes now, not at the body deadline.
     reply.onAbort = cancelUpload
   }

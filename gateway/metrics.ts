@@ -12,6 +12,7 @@ export interface Gauges {
   readonly dedupEntries: number
   readonly journalLastSeq: number
   readonly inFlightRequests: number
+  readonly provenAddresses: number
 }
 
 export class Metrics {
@@ -87,6 +88,9 @@ export class Metrics {
       `sgw_journal_last_seq ${g.journalLastSeq}`,
       '# TYPE sgw_http_requests_in_flight gauge',
       `sgw_http_requests_in_flight ${g.inFlightRequests}`,
+      '# HELP sgw_proven_addresses Client addresses proven for a key by a fresh, validly signed request (their own lane of the verification slots).',
+      '# TYPE sgw_proven_addresses gauge',
+      `sgw_proven_addresses ${g.provenAddresses}`,
       '# HELP sgw_process_memory_bytes Resident set, JavaScript heap, and memory outside it (typed arrays, buffers).',
       '# TYPE sgw_process_memory_bytes gauge',
       ...Object.entries(process.memoryUsage()).map(([kind, bytes]) => `sgw_process_memory_bytes{kind="${kind}"} ${bytes}`),

@@ -18,6 +18,7 @@ import type { Reply } from './http/reply.js'
 import { uws, type us_listen_socket } from './http/uws.js'
 import { ingestHandler } from './ingest-edge.js'
 import { Metrics } from './metrics.js'
+import { ProvenAddresses } from './proven-addresses.js'
 
 export interface GatewayOptions {
   readonly host: string
@@ -76,6 +77,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
   const isDraining = () => draining
   const metrics = new Metrics()
+  const provenAddresses = new ProvenAddresses(Date.now)
   const summary = setInterval(() => {
     const refusals = metrics.refusalsSinceLastSummary()
     if (Object.keys(refusals).length > 0) options.logger.info({ refusals }, 'ingest refusals in the last minute')
@@ -100,6 +102,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       isStarting: options.isStarting,
       track,
       metrics,
+      provenAddresses,
     }),
   )
   registerAdminRoutes(parts)
@@ -133,6 +136,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         dedupEntries: options.pipeline.dedupEntries,
         journalLastSeq: options.pipeline.logLastSeq,
         inFlightRequests: inFlight,
+        provenAddresses: provenAddresses.size,
       }),
     )
   })

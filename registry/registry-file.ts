@@ -78,7 +78,12 @@ export class RegistryFile implements RegistryStore {
       }
     }
     this.#logBytes = start
-    return changes.length === 0 ? snapshot : replayChanges(snapshot, changes)
+    if (changes.length === 0) return snapshot
+    try {
+      return replayChanges(snapshot, changes)
+    } catch (err) {
+      throw new RegistryError(`${this.#path} or ${this.#logPath} holds a record that cannot be loaded (${err instanceof Error ? err.message : String(err)})`, { cause: err })
+    }
   }
 
   async append(change: RegistryChange, current: () => RegistrySnapshot): Promise<void> {

@@ -4,6 +4,7 @@ import { Disputes } from './disputes.js'
 import { REGISTRY_LIMITS } from './limits.js'
 import { OwnerIndex } from './owner-index.js'
 import { newId } from './records.js'
+import { RegistryError } from './registry-error.js'
 import type { AgentRecord, DisputedSignal, DisputeRecord, KeyRecord, Principal, RegistrySnapshot, SourceRecord, TokenRecord } from './records.js'
 import type { RegistryStore } from './registry-store.js'
 import { RetiredKeys } from './retired-keys.js'
@@ -49,7 +50,13 @@ export class Registry {
   }
 
   static async open(store: RegistryStore, adminToken: string, now: () => number = Date.now): Promise<Registry> {
-    return new Registry(store, adminToken, now, await store.load())
+    const snapshot = await store.load()
+    try {
+      return new Registry(store, adminToken, now, snapshot)
+    } catch (err) {
+      // Only stored records are read here: one that breaks the load is damage, not a fault a restart could clear.
+      throw new RegistryError(`the registry holds a record that cannot be loaded (${err instanceof Error ? err.message : String(err)})`, { cause: err })
+    }
   }
 
   #snapshot(): RegistrySnapshot {

@@ -1,5 +1,7 @@
 import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto'
-import { signingString as signedFields } from '../schemas/index.js'
+// The one schema file the SDK needs, not the schemas entry: a creator's server should not
+// load the control-plane checks and the OpenAPI document to sign a push.
+import { signingString as signedFields } from '../schemas/signal.js'
 
 /**
  * What a creator's server needs to push a signal: the signing string of spec 5.1 and

@@ -20,25 +20,27 @@ import type { StoredRecord } from './ingest-error-log.js'
 type LegacyRecord = Omit<StoredRecord, 'n'> & { readonly n?: number }
 
 /**
- * Hands every record of the old segments in `dir` to `take`, in the order written, and
- * returns the segments' file names (none: nothing to read). A record without a number
- * is given 0, which IngestErrorLog numbers in the order it comes.
+ * Every record of the old segments in `dir`, in the order written, and the segments'
+ * file names (none: nothing to read). A record without a number is given 0, which
+ * IngestErrorLog numbers in the order it comes. All or nothing: a damaged segment or
+ * record rejects, and the caller takes none of them.
  */
-export async function readLegacySegments(dir: string, take: (stored: StoredRecord) => void): Promise<string[]> {
+export async function readLegacySegments(dir: string): Promise<{ records: StoredRecord[]; segments: string[] }> {
   const segments = (await readdir(dir)).filter((n) => parseSegmentFileName(n) !== undefined)
-  if (segments.length === 0) return segments
+  const records: StoredRecord[] = []
+  if (segments.length === 0) return { records, segments }
   const log = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0 })
   try {
     for await (const batch of readBatches(log, { fromSeq: Math.max(1, log.info().firstSeq) })) {
       for (const r of batch) {
         const stored = JSON.parse(Buffer.from(r.data).toString('utf8')) as LegacyRecord
-        take({ ...stored, n: stored.n ?? 0 })
+        records.push({ ...stored, n: stored.n ?? 0 })
       }
     }
   } finally {
     await log.close()
   }
-  return segments
+  return { records, segments }
 }
 
 /**

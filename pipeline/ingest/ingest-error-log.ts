@@ -45,6 +45,7 @@ export interface IngestErrorLogOptions {
   readonly perSource: number
   readonly maxUnverified: number
   readonly onWriteError: (err: unknown) => void
+  readonly onWarning: (message: string, err: unknown) => void
 }
 
 /**
@@ -75,6 +76,7 @@ export class IngestErrorLog {
   #unverified = 0
   readonly #bySource = new Map<string, SourceRings>()
   readonly #onWriteError: (err: unknown) => void
+  readonly #onWarning: (message: string, err: unknown) => void
   #queue: Array<{ sourceId: string; record: IngestErrorRecord; claimedNonce: string | undefined }> = []
   #rewriting: Promise<void> = Promise.resolve()
 
@@ -84,6 +86,7 @@ export class IngestErrorLog {
     this.#perSource = options.perSource
     this.#maxUnverified = options.maxUnverified
     this.#onWriteError = options.onWriteError
+    this.#onWarning = options.onWarning
   }
 
   /** Opens the history kept in `dir`; `load` reads it. */
@@ -103,7 +106,16 @@ export class IngestErrorLog {
       const time = Date.parse(record.time)
       if (nonce !== undefined && record.key_id !== null && time >= nonceSinceMs) nonces.push({ sourceId: source_id, keyId: record.key_id, nonce, time })
     }
-    const legacySegments = await readLegacySegments(this.#dir, take)
+    let legacySegments: string[] = []
+    try {
+      const legacy = await readLegacySegments(this.#dir)
+      for (const stored of legacy.records) take(stored)
+      legacySegments = legacy.segments
+    } catch (err) {
+      // Diagnostics: a damaged old history must not stop the start. Left in place (so read,
+      // and warned about, again at the next start) rather than deleted.
+      this.#onWarning('the ingest-error history of an earlier version could not be read: its refusals are not listed, and its files are left in place', err)
+    }
     for await (const line of this.#file.lines()) {
       let stored: StoredRecord
       try {

@@ -69,9 +69,9 @@ function workerFile(): string {
  *
  * The number of requests waiting is bounded by `queueLimit`: the edge takes a slot
  * with `reserve()` once a request's body is complete and its cheap checks passed, and
- * spends it on `verify()` (or gives it back with `release()`). A source holds at most a
- * quarter of the slots (#slots), so requests sent under one source's ids cannot shut
- * the others out. Bodies still arriving hold no slot; they are bounded by the body
+ * spends it on `verify()` (or gives it back with `release()`). A holder (a source, or
+ * one lane of it: the edge decides) holds at most a quarter of the slots (#slots), so
+ * requests sent under one source's ids cannot shut the others out. Bodies still arriving hold no slot; they are bounded by the body
  * reader (BODY_SLOW_MAX).
  */
 export class VerifyPool {
@@ -83,7 +83,7 @@ export class VerifyPool {
   #waiting: Waiter[] = []
   #batchesInFlight = 0
   /**
-   * Slots taken, per source id. A source holds at most a quarter of them, and the last
+   * Slots taken, per holder. A holder holds at most a quarter of them, and the last
    * eighth only while it holds little (SharedRoom): source and key ids travel in clear,
    * so anyone can send requests under them whose signatures fail, each costing a
    * verification, and without a share a flood of them took every other source's slots.
@@ -129,7 +129,7 @@ export class VerifyPool {
   }
 
   /**
-   * Whether a slot is free now for `holder` (a source id), or for anyone when it is not
+   * Whether a slot is free now for `holder`, or for anyone when it is not
    * named: a cheap look before any parsing.
    */
   hasRoom(holder?: string): boolean {
@@ -139,7 +139,7 @@ export class VerifyPool {
     return oldest === undefined || performance.now() - oldest.queuedAt <= this.#maxWaitMs
   }
 
-  /** Takes a slot for `holder` (a source id) if one is free for it; false means shed. */
+  /** Takes a slot for `holder` if one is free for it; false means shed. */
   reserve(holder: string): boolean {
     if (!this.hasRoom(holder)) return false
     this.#slots.added(holder)

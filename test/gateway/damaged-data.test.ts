@@ -1,8 +1,9 @@
 import { spawnSync } from 'node:child_process'
-import { readFile, writeFile } from 'node:fs/promises'
+import { readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
+import { openJournal } from '../../pipeline/index.js'
 import { payload, provision, push } from '../helpers/api.js'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
@@ -57,6 +58,7 @@ t.test('a registry snapshot that is not JSON, of another version or without its 
     ['null', `${path}: unknown registry version undefined`],
     ['{"version":2,"tokens":[],"agents":[],"sources":[],"keys":[]}', `${path}: unknown registry version 2`],
     ['{"version":1,"tokens":[],"agents":[],"keys":[]}', `${path} has no sources list`],
+    ['{"version":1,"tokens":[null],"agents":[],"sources":[],"keys":[]}', 'holds a record that cannot be loaded'],
   ]
   for (const [content, problem] of cases) {
     await writeFile(path, content)
@@ -73,4 +75,23 @@ t.test('damaged journal consumer positions stop the start with EX_DATAERR, not a
   const run = startOn(gw)
   t.equal(run.status, EX_DATAERR)
   t.match(run.stderr, `damaged data in DATA_DIR, not started (a restart would read the same bytes): ${path} is not valid JSON`)
+})
+
+t.test('a sealed journal segment whose first record is damaged stops the start with EX_DATAERR, cutting nothing', async (t) => {
+  const gw = await stoppedGateway(t)
+  const dir = join(gw.dataDir, 'journal')
+  // Small segments, so that the records below seal a few of them.
+  const journal = await openJournal({ dir, fsync: 'always', segmentBytes: 2048, dedupWindowMs: 1000 })
+  for (let i = 0; i < 20; i++) await journal.append(`filler-${i}`, Buffer.alloc(300, i))
+  await journal.close()
+  const segments = (await readdir(dir)).filter((n) => n.endsWith('.seg')).sort()
+  t.ok(segments.length >= 3, `${segments.length} segments`)
+  const sealed = join(dir, segments[1] as string)
+  const bytes = await readFile(sealed)
+  bytes.writeUInt8(bytes.readUInt8(20) ^ 0xff, 20)
+  await writeFile(sealed, bytes)
+  const run = startOn(gw)
+  t.equal(run.status, EX_DATAERR)
+  t.match(run.stderr, `damaged data in DATA_DIR, not started (a restart would read the same bytes): ${sealed}`)
+  t.same(await readFile(sealed), bytes, 'the damaged segment is left as it was')
 })

@@ -2,48 +2,57 @@ import t from 'tap'
 import type { HttpResponse } from '../../gateway/http/uws.js'
 import { clientAddress, PROVEN_ADDRESSES, ProvenAddresses } from '../../gateway/proven-addresses.js'
 
-const UNPROVEN = 'src_a\0unproven'
-
-t.test('an address is proven for one source only, until it has been quiet for an hour', async (t) => {
+t.test('an address is proven for one key only, until it has been quiet for an hour', async (t) => {
   let now = 1_000_000
   const proven = new ProvenAddresses(() => now)
-  t.equal(proven.laneOf('src_a', 'aa', 'src_a'), UNPROVEN, 'unknown at first')
-  proven.prove('src_a', 'aa')
-  t.equal(proven.laneOf('src_a', 'aa', 'src_a'), 'src_a', 'proven: counted under the source itself')
-  t.equal(proven.laneOf('src_a', 'aa', 'creator_1'), 'creator_1', 'or under its creator, for the slow-upload places')
-  t.equal(proven.laneOf('src_a', 'bb', 'src_a'), UNPROVEN, 'another address of the same source is not')
-  t.equal(proven.laneOf('src_b', 'aa', 'src_b'), 'src_b\0unproven', 'nor is the same address for another source')
+  t.notOk(proven.isProven('key_a', 'aa'), 'unknown at first')
+  proven.prove('key_a', 'aa')
+  t.ok(proven.isProven('key_a', 'aa'))
+  t.notOk(proven.isProven('key_a', 'bb'), 'another address of the same key is not')
+  t.notOk(proven.isProven('key_b', 'aa'), 'nor is the same address for another key (a revoked key proves nothing for its successor)')
   now += PROVEN_ADDRESSES.forMs - 1
-  t.equal(proven.laneOf('src_a', 'aa', 'src_a'), 'src_a', 'still proven just inside the hour')
+  t.ok(proven.isProven('key_a', 'aa'), 'still proven just inside the hour')
   now += 1
-  t.equal(proven.laneOf('src_a', 'aa', 'src_a'), UNPROVEN, 'an hour after the last proof it is not')
+  t.notOk(proven.isProven('key_a', 'aa'), 'an hour after the last proof it is not')
 })
 
 t.test('a proof is renewed at most once a minute', async (t) => {
   let now = 0
   const proven = new ProvenAddresses(() => now)
-  proven.prove('src_a', 'early')
-  proven.prove('src_a', 'late')
+  proven.prove('key_a', 'early')
+  proven.prove('key_a', 'late')
   now = PROVEN_ADDRESSES.renewAfterMs - 1
-  proven.prove('src_a', 'early')
+  proven.prove('key_a', 'early')
   now = PROVEN_ADDRESSES.renewAfterMs
-  proven.prove('src_a', 'late')
+  proven.prove('key_a', 'late')
   now = PROVEN_ADDRESSES.forMs
-  t.equal(proven.laneOf('src_a', 'early', 'src_a'), UNPROVEN, 'a proof inside the minute did not renew it')
-  t.equal(proven.laneOf('src_a', 'late', 'src_a'), 'src_a', 'a proof a minute later did')
+  t.notOk(proven.isProven('key_a', 'early'), 'a proof inside the minute did not renew it')
+  t.ok(proven.isProven('key_a', 'late'), 'a proof a minute later did')
+  t.equal(proven.size, 2)
 })
 
-t.test('past the bound the least recently proven address goes first', async (t) => {
+t.test('a key keeps its most recently proven addresses up to its bound', async (t) => {
   let now = 0
   const proven = new ProvenAddresses(() => now)
-  for (let i = 0; i < PROVEN_ADDRESSES.max; i++) proven.prove('src_a', `a${i}`)
+  for (let i = 0; i < PROVEN_ADDRESSES.perKey; i++) proven.prove('key_a', `a${i}`)
   now = PROVEN_ADDRESSES.renewAfterMs
-  proven.prove('src_a', 'a0')
-  proven.prove('src_a', 'new')
-  t.equal(proven.size, PROVEN_ADDRESSES.max, 'bounded')
-  t.equal(proven.laneOf('src_a', 'a1', 'src_a'), UNPROVEN, 'the least recently proven went')
-  t.equal(proven.laneOf('src_a', 'a0', 'src_a'), 'src_a', 'the first proven, proven again, stayed')
-  t.equal(proven.laneOf('src_a', 'new', 'src_a'), 'src_a')
+  proven.prove('key_a', 'a0')
+  proven.prove('key_a', 'new')
+  t.equal(proven.size, PROVEN_ADDRESSES.perKey, 'bounded per key')
+  t.notOk(proven.isProven('key_a', 'a1'), 'the least recently proven went')
+  t.ok(proven.isProven('key_a', 'a0'), 'the first proven, proven again, stayed')
+  t.ok(proven.isProven('key_a', 'new'))
+})
+
+t.test('full, the store drops from the key holding the most addresses: one creator proving addresses by the thousand pushes out its own, not others', async (t) => {
+  const proven = new ProvenAddresses(() => 0)
+  proven.prove('victim', 'server-1')
+  proven.prove('victim', 'server-2')
+  const keys = Math.ceil(PROVEN_ADDRESSES.max / PROVEN_ADDRESSES.perKey) + 10
+  for (let k = 0; k < keys; k++) for (let i = 0; i < PROVEN_ADDRESSES.perKey; i++) proven.prove(`flood_${k}`, `a${i}`)
+  t.equal(proven.size, PROVEN_ADDRESSES.max, 'bounded in all')
+  t.ok(proven.isProven('victim', 'server-1') && proven.isProven('victim', 'server-2'), 'the key with two addresses kept both')
+  t.ok(proven.isProven(`flood_${keys - 1}`, 'a0'), 'the newest proof is kept')
 })
 
 t.test('an address is IPv4 whole, or the /64 of an IPv6 address; an IPv4 address on an IPv6 socket is its IPv4 address', async (t) => {

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { call, MANIFEST, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
+import { rawRequest, requestBytes } from '../helpers/raw-http.js'
 import { generateCreatorKey } from '../../sdk/index.js'
 
 t.test('pushing above max_rate is refused with 429 rate_limited and Retry-After; a burst of seconds does not flag the source', async (t) => {
@@ -115,6 +116,33 @@ t.test('a forged flood from addresses the source never proved leaves its proven 
   t.same(statuses, Array(40).fill(202), 'all 40 pushes from the proven address accepted during a flood under the same source and key')
   t.ok((flood.statuses.get('401') ?? 0) > 0, `${flood.statuses.get('401')} forged requests verified and refused with 401`)
   t.ok((flood.statuses.get('503') ?? 0) > 0, `${flood.statuses.get('503')} forged requests shed past their lane`)
+})
+
+t.test('only a fresh, validly signed request proves its address: a forged signature, an exact replay or a stale timestamp does not', async (t) => {
+  const gw = await startTestGateway(t)
+  const src = await provision(gw)
+  const proven = async () => {
+    const page = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })).text()
+    return Number(/^sgw_proven_addresses (\d+)$/m.exec(page)?.[1])
+  }
+  t.equal(await proven(), 1, 'the test signal from 127.0.0.1 proved that address for the key')
+  const bytes = (s: ReturnType<typeof src.sign>) => requestBytes(s.path, [...Object.entries(s.headers), ['content-length', String(s.body.length)]], s.body)
+  const from2 = (s: ReturnType<typeof src.sign>) => rawRequest(gw.port, [bytes(s)], { localAddress: '127.0.0.2' })
+  const accepted = src.sign(payload(src.sourceId))
+  t.equal((await push(gw, accepted)).status, 202)
+  const stale = new Date(Date.now() - 400_000).toISOString()
+  const attempts: Array<[string, ReturnType<typeof src.sign>, string]> = [
+    ['forged', src.sign(payload(src.sourceId), { key: generateCreatorKey() }), 'invalid_signature'],
+    ['replayed', accepted, 'replayed_nonce'],
+    ['stale', src.sign(payload(src.sourceId, { ts: stale }), { timestamp: stale }), 'stale_timestamp'],
+  ]
+  for (const [what, signed, code] of attempts) {
+    const res = await from2(signed)
+    t.equal(res?.body?.error?.code, code, what)
+    t.equal(await proven(), 1, `a ${what} request from 127.0.0.2 proves nothing`)
+  }
+  t.equal((await from2(src.sign(payload(src.sourceId))))?.status, 202)
+  t.equal(await proven(), 2, 'a fresh signed request from 127.0.0.2 proves it')
 })
 
 /** Connections that each send a signed request head and hold its body back; `answers` collects what each got. */

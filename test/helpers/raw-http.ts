@@ -11,11 +11,12 @@ export interface RawResponse {
 /**
  * Writes raw bytes to the gateway and reads one response, for the framing cases
  * that fetch will not produce (duplicate Content-Length, chunking, slow bodies, bad UTF-8).
- * `chunks` are written `gapMs` apart.
+ * `chunks` are written `gapMs` apart, from `localAddress` (any of 127.0.0.0/8, which
+ * Linux routes to the loopback).
  */
-export function rawRequest(port: number, chunks: Array<string | Buffer>, options: { gapMs?: number; timeoutMs?: number } = {}): Promise<RawResponse | undefined> {
+export function rawRequest(port: number, chunks: Array<string | Buffer>, options: { gapMs?: number; timeoutMs?: number; localAddress?: string } = {}): Promise<RawResponse | undefined> {
   return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1')
+    const socket = connect({ port, host: '127.0.0.1', localAddress: options.localAddress ?? '127.0.0.1' })
     let data = Buffer.alloc(0)
     let closed = false
     let settled = false

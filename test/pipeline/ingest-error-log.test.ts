@@ -20,7 +20,7 @@ async function folder(t: Tap) {
 }
 
 async function openErrors(t: Tap, dir: string, options: { perSource?: number; maxUnverified?: number } = {}) {
-  const errors = await IngestErrorLog.open(dir, { perSource: 1000, maxUnverified: 100_000, ...options, onWriteError: (err) => t.fail(`write failed: ${String(err)}`) })
+  const errors = await IngestErrorLog.open(dir, { perSource: 1000, maxUnverified: 100_000, ...options, onWriteError: (err) => t.fail(`write failed: ${String(err)}`), onWarning: (m) => t.fail(m) })
   await errors.load(0)
   return errors
 }
@@ -160,7 +160,7 @@ t.test('under a steady flood the file is rewritten again and again, one rewrite 
 t.test('a rewrite that fails is reported, tried again only after as much again is appended, and loses nothing', async (t) => {
   const dir = await folder(t)
   const failures: unknown[] = []
-  const errors = await IngestErrorLog.open(dir, { perSource: 100_000, maxUnverified: 1_000_000, onWriteError: (err) => failures.push(err) })
+  const errors = await IngestErrorLog.open(dir, { perSource: 100_000, maxUnverified: 1_000_000, onWriteError: (err) => failures.push(err), onWarning: (m) => t.fail(m) })
   await errors.load(0)
   // The first rewrite writes generation 2 (the appends open generation 1): a folder in
   // place of its temporary makes the write fail, like a full disk.
@@ -280,7 +280,7 @@ t.test('a history kept by an earlier version as signal-log segments is read once
     await legacy.append('', Buffer.from(JSON.stringify({ request_id, time, status, code, key_id, signal_id, source_id: 'src', n: i + 1, ...(i === 19 && { nonce: 'n-19', key_id: 'key_a' }) })))
   }
   await legacy.close()
-  const errors = await IngestErrorLog.open(dir, { perSource: 1000, maxUnverified: 100_000, onWriteError: (err) => t.fail(String(err)) })
+  const errors = await IngestErrorLog.open(dir, { perSource: 1000, maxUnverified: 100_000, onWriteError: (err) => t.fail(String(err)), onWarning: (m) => t.fail(m) })
   const nonces = await errors.load(0)
   t.same(nonces, [{ sourceId: 'src', keyId: 'key_a', nonce: 'n-19', time: 1_700_000_000_019 }], 'the nonce a refused request claimed is handed back')
   const listed = listAll(errors, 'src')
@@ -304,7 +304,7 @@ t.test('old segments stay until their history is in the new file: a failed move 
   // A folder in place of the new file's temporary: the move fails like a full disk.
   await mkdir(join(dir, 'refusals.1.jsonl.tmp'))
   const failures: unknown[] = []
-  const errors = await IngestErrorLog.open(dir, { perSource: 1000, maxUnverified: 100_000, onWriteError: (err) => failures.push(err) })
+  const errors = await IngestErrorLog.open(dir, { perSource: 1000, maxUnverified: 100_000, onWriteError: (err) => failures.push(err), onWarning: (m) => t.fail(m) })
   await errors.load(0)
   t.ok(failures.length > 0, 'the failure is reported')
   t.equal(listAll(errors, 'src').length, 5, 'the history is served from memory meanwhile')
@@ -315,6 +315,25 @@ t.test('old segments stay until their history is in the new file: a failed move 
   t.same(listAll(again, 'src'), ['req-4', 'req-3', 'req-2', 'req-1', 'req-0'], 'and read at the next start')
   t.same((await readdir(dir)).filter((n) => n.endsWith('.seg')), [], 'then moved')
   await again.close()
+})
+
+t.test('a damaged history of an earlier version does not stop the start: none of it is listed, a warning says so, and its files stay', async (t) => {
+  const dir = await folder(t)
+  const legacy = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0 })
+  const { request_id, time, status, code, key_id, signal_id } = refusal(0)
+  await legacy.append('', Buffer.from(JSON.stringify({ request_id, time, status, code, key_id, signal_id, source_id: 'src', n: 1 })))
+  await legacy.append('', Buffer.from('{"request_id": "req-1", '))
+  await legacy.close()
+  const warnings: string[] = []
+  const errors = await IngestErrorLog.open(dir, { perSource: 1000, maxUnverified: 100_000, onWriteError: (err) => t.fail(String(err)), onWarning: (m) => warnings.push(m) })
+  t.same(await errors.load(0), [])
+  t.match(warnings, [/ingest-error history of an earlier version could not be read/])
+  t.same(listAll(errors, 'src'), [], 'all or nothing: not even the record before the damage')
+  t.ok((await readdir(dir)).some((n) => n.endsWith('.seg')), 'the segments are kept')
+  errors.record('src', refusal(2))
+  await new Promise((r) => setImmediate(r))
+  t.same(listAll(errors, 'src'), ['req-2'], 'and new refusals are recorded')
+  await errors.close()
 })
 
 t.test('unsigned refusals share one bound over all sources: the sources with the most lose their oldest, the others keep theirs', async (t) => {

@@ -61,6 +61,14 @@ t.test('a damaged line with changes after it stops the start instead of dropping
   await t.rejects(Registry.open(new RegistryFile(dir), 'admin-secret'), /registry\.log: damaged change/)
 })
 
+t.test('a snapshot with a record that cannot be loaded stops the open with RegistryError, whether or not a log follows it', async (t) => {
+  const dir = await folder(t)
+  await writeFile(join(dir, 'registry.json'), '{"version":1,"tokens":[null],"agents":[],"sources":[],"keys":[]}')
+  await t.rejects(Registry.open(new RegistryFile(dir), 'admin-secret'), { name: 'RegistryError', code: 'registry_corrupt', message: /the registry holds a record that cannot be loaded/ })
+  await writeFile(join(dir, 'registry.log'), '{"tokens":[],"agents":[],"sources":[],"keys":[],"droppedKeys":[]}\n')
+  await t.rejects(Registry.open(new RegistryFile(dir), 'admin-secret'), { name: 'RegistryError', message: /registry\.log holds a record that cannot be loaded/ })
+})
+
 t.test('once the log outgrows the snapshot the state is folded into a new snapshot and the log starts over', async (t) => {
   const dir = await folder(t)
   const { registry, source } = await populated(dir)
