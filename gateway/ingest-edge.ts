@@ -9,7 +9,7 @@ import type { Metrics } from './metrics.js'
 import type { Reply } from './http/reply.js'
 import type { RouteHandler } from './http/route.js'
 import { framingProblem } from './http/framing.js'
-import { clientAddress, type ProvenAddresses } from './proven-addresses.js'
+import { clientAddress, laneOf, type ProvenAddresses } from './proven-addresses.js'
 import { collectIngestHeaders, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
 
 /** Spec 2.2 and 8. */
@@ -112,7 +112,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     // header is enough to pick a lane: a request with two is refused before verification.
     const address = source === undefined ? '' : clientAddress(res)
     const fromProven = source !== undefined && proven.isProven(req.getHeader('x-svc-key-id'), address)
-    const verifyHolder = source === undefined ? undefined : fromProven ? urlSourceId : `${urlSourceId}\0unproven`
+    const verifyHolder = source === undefined ? undefined : laneOf(urlSourceId, fromProven)
     if (verifyHolder !== undefined && !pool.hasRoom(verifyHolder)) return shed(reply)
     const path = req.getUrl()
     const headers = collectIngestHeaders(req)
@@ -200,7 +200,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
           },
         )
       },
-    }, headCheck instanceof ApiError ? undefined : fromProven ? (source as SourceRecord).creator_id : `${(source as SourceRecord).creator_id}\0unproven`)
+    }, headCheck instanceof ApiError ? undefined : laneOf((source as SourceRecord).creator_id, fromProven))
     // A client that leaves mid-upload frees its buffered bytes now, not at the body deadline.
     reply.onAbort = cancelUpload
   }

@@ -90,6 +90,11 @@ export class ProvenAddresses {
   }
 }
 
+/** The holder that `holder`'s requests are counted under in shared stores: its own, or its unproven lane. */
+export function laneOf(holder: string, fromProven: boolean): string {
+  return fromProven ? holder : `${holder}\0unproven`
+}
+
 /** 10 zero bytes and two 0xff: an IPv4 address on an IPv6 socket. */
 const V4_MAPPED = Buffer.from('00000000000000000000ffff', 'hex')
 

@@ -16,7 +16,7 @@ import { NODE_FLAGS } from '../config/index.js'
  */
 
 /** `dist/main.js`. The tests load this file as source (harness/, under tap), the bench as built (dist/harness/). */
-const MAIN = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../dist/main.js' : '../main.js', import.meta.url))
+export const GATEWAY_MAIN = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../dist/main.js' : '../main.js', import.meta.url))
 const START_TIMEOUT_MS = 30_000
 /** Above the gateway's default SHUTDOWN_GRACE_MS, so a clean drain is never cut short. */
 const STOP_TIMEOUT_MS = 20_000
@@ -92,7 +92,7 @@ export async function launchGateway(options: LaunchOptions = {}): Promise<Launch
   // Past the file size limit Node ignores SIGXFSZ, but tap preloads its process-info hook
   // into children through NODE_OPTIONS, and that hook (signal-exit) catches SIGXFSZ and
   // re-raises it: `env -u` leaves it out.
-  const command = [process.execPath, ...NODE_FLAGS, ...(options.nodeArgs ?? []), MAIN]
+  const command = [process.execPath, ...NODE_FLAGS, ...(options.nodeArgs ?? []), GATEWAY_MAIN]
   if (options.fileSizeLimitBytes !== undefined) command.unshift('env', '-u', 'NODE_OPTIONS', 'prlimit', `--fsize=${options.fileSizeLimitBytes}`, '--')
   const proc = spawn(command[0]!, command.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] })
   // 'close', not 'exit': the last lines it wrote are in `output` by then.

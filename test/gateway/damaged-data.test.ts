@@ -1,20 +1,18 @@
 import { spawnSync } from 'node:child_process'
 import { readdir, readFile, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t, { type Test } from 'tap'
 import { openJournal } from '../../pipeline/index.js'
 import { payload, provision, push } from '../helpers/api.js'
-import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
+import { GATEWAY_MAIN, type LaunchedGateway } from '../../harness/gateway-launcher.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 
-const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
 /** sysexits.h EX_DATAERR; the systemd unit in deploy/ does not restart it. */
 const EX_DATAERR = 65
 
 /** A start of the built service on `gw`'s data folder, run to its exit. */
 function startOn(gw: LaunchedGateway): { status: number | null; stderr: string } {
-  const run = spawnSync(process.execPath, [MAIN], {
+  const run = spawnSync(process.execPath, [GATEWAY_MAIN], {
     env: { PATH: process.env['PATH'], PORT: '0', HOST: '127.0.0.1', DATA_DIR: gw.dataDir, ADMIN_TOKEN: gw.adminToken },
     encoding: 'utf8',
     timeout: 30_000,

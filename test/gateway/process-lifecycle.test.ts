@@ -2,14 +2,13 @@ import { spawn, spawnSync } from 'node:child_process'
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { rawRequest, requestBytes } from '../helpers/raw-http.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
+import { GATEWAY_MAIN } from '../../harness/gateway-launcher.js'
 import { openJournal } from '../../pipeline/index.js'
 
-const MAIN = fileURLToPath(new URL('../../dist/main.js', import.meta.url))
 
 t.test('healthz says alive and readyz says ready', async (t) => {
   const gw = await startTestGateway(t)
@@ -62,7 +61,7 @@ t.test('while the state is rebuilt the gateway listens: healthz alive, readyz st
 
 t.test('a bad variable stops the start with a message naming it', async (t) => {
   for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2'], ['ADMIN_TOKEN', 'short-admin-token'], ['ADMIN_TOKEN', `${'a'.repeat(20)} ${'b'.repeat(20)}`], ['ADMIN_TOKEN', 'x'.repeat(257)], ['PUBLIC_BASE_URL', 'https://ingest.example.com/prefix'], ['PUBLIC_BASE_URL', 'ftp://ingest.example.com'], ['PUBLIC_BASE_URL', 'https://user:pw@ingest.example.com'], ...['http://host:99999', 'http://:80', 'http://[::1', 'http://a:b:c', 'http://%zz', 'https://ingest.example.com?', 'http://a\\b'].map((v) => ['PUBLIC_BASE_URL', v] as const), ['HOST', 'not-a-host'], ['HOST', '256.1.1.1']] as const) {
-    const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], [name]: value, DATA_DIR: '/nonexistent/never' }, encoding: 'utf8', timeout: 20_000 })
+    const run = spawnSync(process.execPath, [GATEWAY_MAIN], { env: { PATH: process.env['PATH'], [name]: value, DATA_DIR: '/nonexistent/never' }, encoding: 'utf8', timeout: 20_000 })
     t.equal(run.status, 78, `${name}=${value} exits with EX_CONFIG`)
     t.match(run.stderr, name, `the message names ${name}`)
   }
@@ -81,7 +80,7 @@ t.test('a HOST this machine does not have, or a DATA_DIR that cannot be a folder
     // Where Node's recursive mkdir never settles.
     [{ DATA_DIR: '/proc/sgw-nothing/data' }, 'DATA_DIR'],
   ] as const) {
-    const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], PORT: '0', ...env }, encoding: 'utf8', timeout: 20_000 })
+    const run = spawnSync(process.execPath, [GATEWAY_MAIN], { env: { PATH: process.env['PATH'], PORT: '0', ...env }, encoding: 'utf8', timeout: 20_000 })
     t.equal(run.status, 78, `${JSON.stringify(env)} exits with EX_CONFIG`)
     t.match(run.stderr, `configuration error: ${name}=`, `the message names ${name}`)
   }
@@ -100,7 +99,7 @@ t.test('without ADMIN_TOKEN a token is generated into DATA_DIR/admin-token (mode
 t.test('where the generated admin token is, is said also when LOG_LEVEL hides info lines', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'sgw-admin-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
-  const proc = spawn(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, LOG_LEVEL: 'error' }, stdio: ['ignore', 'pipe', 'pipe'] })
+  const proc = spawn(process.execPath, [GATEWAY_MAIN], { env: { PATH: process.env['PATH'], PORT: '0', HOST: '127.0.0.1', DATA_DIR: dir, LOG_LEVEL: 'error' }, stdio: ['ignore', 'pipe', 'pipe'] })
   const exited = new Promise((resolve) => proc.once('exit', resolve))
   t.teardown(() => {
     proc.kill('SIGKILL')
@@ -125,7 +124,7 @@ t.test('an empty or too short DATA_DIR/admin-token stops the start instead of be
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   for (const content of ['', '\n', 'too-short\n']) {
     await writeFile(join(dir, 'admin-token'), content)
-    const run = spawnSync(process.execPath, [MAIN], { env: { PATH: process.env['PATH'], PORT: '0', DATA_DIR: dir }, encoding: 'utf8', timeout: 20_000 })
+    const run = spawnSync(process.execPath, [GATEWAY_MAIN], { env: { PATH: process.env['PATH'], PORT: '0', DATA_DIR: dir }, encoding: 'utf8', timeout: 20_000 })
     t.equal(run.status, 78, `${JSON.stringify(content)} exits with EX_CONFIG`)
     t.match(run.stderr, /admin-token does not hold a usable admin token: delete it/)
   }
@@ -193,7 +192,7 @@ t.test('during a drain a request in flight finishes with 202 while a new one on 
 
 t.test('one gateway per data folder and per port: a second start on either is refused and the first keeps serving', async (t) => {
   const first = await startTestGateway(t)
-  const sameDir = spawnSync(process.execPath, [MAIN], {
+  const sameDir = spawnSync(process.execPath, [GATEWAY_MAIN], {
     env: { PATH: process.env['PATH'], PORT: '0', HOST: '127.0.0.1', DATA_DIR: first.dataDir, ADMIN_TOKEN: first.adminToken },
     encoding: 'utf8',
     timeout: 20_000,
@@ -202,7 +201,7 @@ t.test('one gateway per data folder and per port: a second start on either is re
   t.match(sameDir.stderr, `in use by process ${first.proc.pid}`)
   const other = await mkdtemp(join(tmpdir(), 'sgw-test-'))
   t.teardown(() => rm(other, { recursive: true, force: true }))
-  const samePort = spawnSync(process.execPath, [MAIN], {
+  const samePort = spawnSync(process.execPath, [GATEWAY_MAIN], {
     env: { PATH: process.env['PATH'], PORT: String(first.port), HOST: '127.0.0.1', DATA_DIR: other, ADMIN_TOKEN: first.adminToken },
     encoding: 'utf8',
     timeout: 20_000,

@@ -88,16 +88,22 @@ async function forgedFlood(gw: { port: number }, src: Awaited<ReturnType<typeof 
   }
 }
 
+/** 40 pushes of `pusher` from 127.0.0.1 while 64 connections from `from` flood forged signatures under `flooded`. */
+async function pushesDuringFlood(gw: { url: string; port: number }, flooded: Awaited<ReturnType<typeof provision>>, pusher: Awaited<ReturnType<typeof provision>>, from?: string) {
+  const flood = await forgedFlood(gw, flooded, 64, from)
+  await new Promise((r) => setTimeout(r, 300))
+  const statuses: number[] = []
+  for (let i = 0; i < 40; i++) statuses.push((await push(gw, pusher.sign(payload(pusher.sourceId)))).status)
+  await flood.stop()
+  return { flood, statuses }
+}
+
 t.test('a flood of forged signatures under one source takes at most its share of the verification slots: another source pushing meanwhile is never shed', async (t) => {
   // 16 slots: a quarter (4) per source. No wait bound, so only the slots can shed.
   const gw = await startTestGateway(t, { env: { VERIFY_QUEUE_LIMIT: '16', VERIFY_THREADS: '1', VERIFY_BATCH: '1', VERIFY_MAX_WAIT_MS: '60000' } })
   const flooded = await provision(gw)
   const victim = await provision(gw)
-  const flood = await forgedFlood(gw, flooded, 64)
-  await new Promise((r) => setTimeout(r, 300))
-  const statuses: number[] = []
-  for (let i = 0; i < 40; i++) statuses.push((await push(gw, victim.sign(payload(victim.sourceId)))).status)
-  await flood.stop()
+  const { flood, statuses } = await pushesDuringFlood(gw, flooded, victim)
   t.same(statuses, Array(40).fill(202), 'all 40 pushes of the other source accepted during the flood')
   t.ok((flood.statuses.get('401') ?? 0) > 0, `${flood.statuses.get('401')} forged requests verified and refused with 401`)
   t.ok((flood.statuses.get('503') ?? 0) > 0, `${flood.statuses.get('503')} forged requests shed past their share`)
@@ -108,11 +114,7 @@ t.test('a forged flood from addresses the source never proved leaves its proven 
   const gw = await startTestGateway(t, { env: { VERIFY_QUEUE_LIMIT: '16', VERIFY_THREADS: '1', VERIFY_BATCH: '1', VERIFY_MAX_WAIT_MS: '60000' } })
   // Its test signal, sent from 127.0.0.1, proves that address for the source.
   const src = await provision(gw)
-  const flood = await forgedFlood(gw, src, 64, '127.0.0.2')
-  await new Promise((r) => setTimeout(r, 300))
-  const statuses: number[] = []
-  for (let i = 0; i < 40; i++) statuses.push((await push(gw, src.sign(payload(src.sourceId)))).status)
-  await flood.stop()
+  const { flood, statuses } = await pushesDuringFlood(gw, src, src, '127.0.0.2')
   t.same(statuses, Array(40).fill(202), 'all 40 pushes from the proven address accepted during a flood under the same source and key')
   t.ok((flood.statuses.get('401') ?? 0) > 0, `${flood.statuses.get('401')} forged requests verified and refused with 401`)
   t.ok((flood.statuses.get('503') ?? 0) > 0, `${flood.statuses.get('503')} forged requests shed past their lane`)
