@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, stat } from 'node:fs/promises'
 import { dirname, join, resolve } from 'node:path'
 import type { Logger } from 'pino'
-import { ConfigError, isUsableAdminToken, type Config } from './config/index.js'
+import { ConfigError, isUsableAdminToken, parseTrustedProxies, type Config } from './config/index.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { startGateway } from './gateway/index.js'
 import { IngestErrorLog, IngestPipeline, openJournal, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
@@ -207,6 +207,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     publicBaseUrl: config.PUBLIC_BASE_URL,
     bodyTimeoutMs: config.BODY_TIMEOUT_MS,
     maxSlowBodies: config.BODY_SLOW_MAX,
+    trustedProxies: parseTrustedProxies(config.TRUSTED_PROXIES),
     rateCeiling,
     registry,
     pipeline,

@@ -4,7 +4,10 @@ import { Compile } from 'typebox/compile'
 import { JOURNAL_DEFAULTS } from '../pipeline/index.js'
 import { MAX_TOKEN_CHARS } from '../registry/records.js'
 
+import { parseTrustedProxies } from './trusted-proxies.js'
+
 export { missingNodeFlags, NODE_FLAGS } from './node-flags.js'
+export { parseTrustedProxies } from './trusted-proxies.js'
 
 /**
  * Configuration is declared once here: every variable, its default and its bounds.
@@ -17,6 +20,7 @@ const Env = {
   DATA_DIR: { type: 'string', default: './data', help: 'folder holding the journal and the registry' },
   ADMIN_TOKEN: { type: 'string', default: '', help: `admin bearer token, 32 to ${MAX_TOKEN_CHARS} visible ASCII characters; generated into DATA_DIR/admin-token when empty` },
   PUBLIC_BASE_URL: { type: 'string', default: '', help: 'base URL used in ingest_endpoint; default http://localhost:<bound port>' },
+  TRUSTED_PROXIES: { type: 'string', default: '', help: 'addresses or CIDR prefixes, comma-separated, of the proxies in front of the gateway: on their connections the client address is read from PROXY protocol v2 or X-Forwarded-For (for the per-address lanes); empty trusts none' },
   LOG_LEVEL: { type: 'enum', default: 'info', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], help: 'pino log level' },
   JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (see README)' },
   JOURNAL_QUEUE_LIMIT: { type: 'int', default: 4096, min: 1, max: 1_000_000, help: 'verified signals waiting for the durable append before the edge sheds new requests with 503 (a slow disk must not grow memory with the connection count; each holds its body, up to 16 KB)' },
@@ -50,7 +54,7 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'ADMIN_', 'PUBLIC_BASE']
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to
@@ -121,6 +125,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // A name would be resolved at bind time, where a failure cannot tell a typo from a port in use.
   if (config.HOST !== 'localhost' && isIP(config.HOST) === 0) {
     throw new ConfigError(`HOST=${JSON.stringify(config.HOST)} is not valid: ${Env.HOST.help}`)
+  }
+  try {
+    parseTrustedProxies(config.TRUSTED_PROXIES)
+  } catch (err) {
+    throw new ConfigError(`TRUSTED_PROXIES is not valid: ${(err as Error).message}`)
   }
   // An empty PUBLIC_BASE_URL becomes http://localhost:<bound port> once the gateway listens.
   // An origin, no path: the gateway serves /v1/... at its root, and a creator signs the

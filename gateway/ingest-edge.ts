@@ -9,7 +9,8 @@ import type { Metrics } from './metrics.js'
 import type { Reply } from './http/reply.js'
 import type { RouteHandler } from './http/route.js'
 import { framingProblem } from './http/framing.js'
-import { clientAddress, laneOf, type ProvenAddresses } from './proven-addresses.js'
+import type { ClientAddresses } from './client-address.js'
+import { laneOf, type ProvenAddresses } from './proven-addresses.js'
 import { collectIngestHeaders, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
 
 /** Spec 2.2 and 8. */
@@ -30,6 +31,8 @@ export interface IngestEdgeParts {
   readonly metrics: Metrics
   /** The client addresses that proved themselves for a key (its lane of the shared slots). */
   readonly provenAddresses: ProvenAddresses
+  /** Where a request came from: the TCP peer, or the client a trusted proxy names. */
+  readonly clientAddresses: ClientAddresses
 }
 
 /** What is known of a request when it is refused, for the operator's ingest-error list. */
@@ -110,7 +113,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     // addresses that proved themselves for the key named, and the rest (ProvenAddresses);
     // a lane that holds its share is shed before anything is parsed. The first key id
     // header is enough to pick a lane: a request with two is refused before verification.
-    const address = source === undefined ? '' : clientAddress(res)
+    const address = source === undefined ? '' : parts.clientAddresses.of(res, req)
     const fromProven = source !== undefined && proven.isProven(req.getHeader('x-svc-key-id'), address)
     const verifyHolder = source === undefined ? undefined : laneOf(urlSourceId, fromProven)
     if (verifyHolder !== undefined && !pool.hasRoom(verifyHolder)) return shed(reply)

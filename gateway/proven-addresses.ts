@@ -1,5 +1,3 @@
-import type { HttpResponse } from './http/uws.js'
-
 export const PROVEN_ADDRESSES = {
   /** How long an address stays proven after a fresh, validly signed request (renewed at most once a minute). */
   forMs: 60 * 60 * 1000,
@@ -23,8 +21,8 @@ export const PROVEN_ADDRESSES = {
  * count for the source's other keys. A replayed request proves nothing: the edge proves
  * an address only once the request's nonce is claimed. Full, the store drops from the
  * key holding the most addresses, so a creator proving addresses by the thousand pushes
- * out its own, not other creators'. An address is an IPv4 address, or the /64 prefix of
- * an IPv6 one (one client is usually given a whole /64).
+ * out its own, not other creators'. An address is what ClientAddresses makes of the
+ * request: an IPv4 address, or the /64 prefix of an IPv6 one.
  */
 export class ProvenAddresses {
   readonly #now: () => number
@@ -93,14 +91,4 @@ export class ProvenAddresses {
 /** The holder that `holder`'s requests are counted under in shared stores: its own, or its unproven lane. */
 export function laneOf(holder: string, fromProven: boolean): string {
   return fromProven ? holder : `${holder}\0unproven`
-}
-
-/** 10 zero bytes and two 0xff: an IPv4 address on an IPv6 socket. */
-const V4_MAPPED = Buffer.from('00000000000000000000ffff', 'hex')
-
-/** The client's address as `ProvenAddresses` keys it: IPv4 whole, IPv6 to its /64. */
-export function clientAddress(res: HttpResponse): string {
-  const raw = Buffer.from(res.getRemoteAddress())
-  if (raw.length === 16 && !raw.subarray(0, 12).equals(V4_MAPPED)) return raw.toString('hex', 0, 8)
-  return raw.toString('hex', raw.length - 4)
 }

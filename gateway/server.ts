@@ -1,3 +1,4 @@
+import type { BlockList } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
@@ -17,6 +18,7 @@ import { route } from './http/route.js'
 import type { Reply } from './http/reply.js'
 import { uws, type us_listen_socket } from './http/uws.js'
 import { ingestHandler } from './ingest-edge.js'
+import { ClientAddresses } from './client-address.js'
 import { Metrics } from './metrics.js'
 import { ProvenAddresses } from './proven-addresses.js'
 
@@ -28,6 +30,8 @@ export interface GatewayOptions {
   readonly bodyTimeoutMs: number
   /** Bodies not complete when their head was read, being received at once (BodyReader). */
   readonly maxSlowBodies: number
+  /** The proxies whose PROXY protocol header or X-Forwarded-For names the client (ClientAddresses); undefined trusts none. */
+  readonly trustedProxies: BlockList | undefined
   /** The highest max_rate a new source may declare. */
   readonly rateCeiling: RateCeiling
   readonly registry: Registry
@@ -103,6 +107,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       track,
       metrics,
       provenAddresses,
+      clientAddresses: new ClientAddresses(options.trustedProxies),
     }),
   )
   registerAdminRoutes(parts)

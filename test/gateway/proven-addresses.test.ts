@@ -1,6 +1,5 @@
 import t from 'tap'
-import type { HttpResponse } from '../../gateway/http/uws.js'
-import { clientAddress, PROVEN_ADDRESSES, ProvenAddresses } from '../../gateway/proven-addresses.js'
+import { PROVEN_ADDRESSES, ProvenAddresses } from '../../gateway/proven-addresses.js'
 
 t.test('an address is proven for one key only, until it has been quiet for an hour', async (t) => {
   let now = 1_000_000
@@ -53,13 +52,4 @@ t.test('full, the store drops from the key holding the most addresses: one creat
   t.equal(proven.size, PROVEN_ADDRESSES.max, 'bounded in all')
   t.ok(proven.isProven('victim', 'server-1') && proven.isProven('victim', 'server-2'), 'the key with two addresses kept both')
   t.ok(proven.isProven(`flood_${keys - 1}`, 'a0'), 'the newest proof is kept')
-})
-
-t.test('an address is IPv4 whole, or the /64 of an IPv6 address; an IPv4 address on an IPv6 socket is its IPv4 address', async (t) => {
-  const of = (hex: string) => clientAddress({ getRemoteAddress: () => new Uint8Array(Buffer.from(hex, 'hex')).buffer } as unknown as HttpResponse)
-  t.equal(of('7f000001'), '7f000001')
-  t.equal(of('00000000000000000000ffff7f000001'), '7f000001', 'v4-mapped')
-  t.equal(of('20010db8000000010000000000000001'), '20010db800000001')
-  t.equal(of('20010db80000000100000000000000ff'), '20010db800000001', 'one /64, one address')
-  t.not(of('20010db80000000200000000000000ff'), of('20010db80000000100000000000000ff'), 'another /64, another address')
 })

@@ -48,16 +48,22 @@ t.test('with the verify queue full the edge sheds with 503 overloaded and Retry-
   t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202, 'serves again once the burst is over')
 })
 
+/** Where a flood comes from: the local address it connects from, and header lines (a proxy's X-Forwarded-For). */
+interface FloodOrigin {
+  from?: string
+  headers?: Record<string, string>
+}
+
 /**
  * Connections that each send one forged push over and over, as fast as the answers
  * come: signed once with a key the source does not hold, so the flood costs the client
  * no signing while each request still costs the gateway a verification (nonces are
  * claimed only after it). Returns the answers per status and a stop function.
  */
-async function forgedFlood(gw: { port: number }, src: Awaited<ReturnType<typeof provision>>, connections: number, from = '127.0.0.1') {
+async function forgedFlood(gw: { port: number }, src: Awaited<ReturnType<typeof provision>>, connections: number, { from = '127.0.0.1', headers = {} }: FloodOrigin = {}) {
   const { connect } = await import('node:net')
   const s = src.sign(payload(src.sourceId), { key: generateCreatorKey() })
-  const head = [`POST ${s.path} HTTP/1.1`, 'Host: x', ...Object.entries(s.headers).map(([k, v]) => `${k}: ${v}`), `content-length: ${s.body.length}`].join('\r\n')
+  const head = [`POST ${s.path} HTTP/1.1`, 'Host: x', ...Object.entries({ ...s.headers, ...headers }).map(([k, v]) => `${k}: ${v}`), `content-length: ${s.body.length}`].join('\r\n')
   const request = Buffer.concat([Buffer.from(`${head}\r\n\r\n`), s.body])
   const statuses = new Map<string, number>()
   let flooding = true
@@ -88,12 +94,18 @@ async function forgedFlood(gw: { port: number }, src: Awaited<ReturnType<typeof 
   }
 }
 
-/** 40 pushes of `pusher` from 127.0.0.1 while 64 connections from `from` flood forged signatures under `flooded`. */
-async function pushesDuringFlood(gw: { url: string; port: number }, flooded: Awaited<ReturnType<typeof provision>>, pusher: Awaited<ReturnType<typeof provision>>, from?: string) {
-  const flood = await forgedFlood(gw, flooded, 64, from)
+/**
+ * 40 pushes of `pusher` from 127.0.0.1, with `pushHeaders`, while 64 connections from
+ * `origin` flood forged signatures under `flooded`.
+ */
+async function pushesDuringFlood(gw: { url: string; port: number }, flooded: Awaited<ReturnType<typeof provision>>, pusher: Awaited<ReturnType<typeof provision>>, origin?: FloodOrigin, pushHeaders: Record<string, string> = {}) {
+  const flood = await forgedFlood(gw, flooded, 64, origin)
   await new Promise((r) => setTimeout(r, 300))
   const statuses: number[] = []
-  for (let i = 0; i < 40; i++) statuses.push((await push(gw, pusher.sign(payload(pusher.sourceId)))).status)
+  for (let i = 0; i < 40; i++) {
+    const signed = pusher.sign(payload(pusher.sourceId))
+    statuses.push((await push(gw, { ...signed, headers: { ...signed.headers, ...pushHeaders } })).status)
+  }
   await flood.stop()
   return { flood, statuses }
 }
@@ -114,9 +126,21 @@ t.test('a forged flood from addresses the source never proved leaves its proven 
   const gw = await startTestGateway(t, { env: { VERIFY_QUEUE_LIMIT: '16', VERIFY_THREADS: '1', VERIFY_BATCH: '1', VERIFY_MAX_WAIT_MS: '60000' } })
   // Its test signal, sent from 127.0.0.1, proves that address for the source.
   const src = await provision(gw)
-  const { flood, statuses } = await pushesDuringFlood(gw, src, src, '127.0.0.2')
+  const { flood, statuses } = await pushesDuringFlood(gw, src, src, { from: '127.0.0.2' })
   t.same(statuses, Array(40).fill(202), 'all 40 pushes from the proven address accepted during a flood under the same source and key')
   t.ok((flood.statuses.get('401') ?? 0) > 0, `${flood.statuses.get('401')} forged requests verified and refused with 401`)
+  t.ok((flood.statuses.get('503') ?? 0) > 0, `${flood.statuses.get('503')} forged requests shed past their lane`)
+})
+
+t.test('behind a trusted proxy the lanes follow the clients it names: a forged flood relayed for another client leaves the creator its lane', async (t) => {
+  const gw = await startTestGateway(t, { env: { VERIFY_QUEUE_LIMIT: '16', VERIFY_THREADS: '1', VERIFY_BATCH: '1', VERIFY_MAX_WAIT_MS: '60000', TRUSTED_PROXIES: '127.0.0.1' } })
+  const src = await provision(gw)
+  // Every connection comes from the proxy, 127.0.0.1; only X-Forwarded-For tells the clients apart.
+  const creator = { 'x-forwarded-for': '198.51.100.7' }
+  const first = src.sign(payload(src.sourceId))
+  t.equal((await push(gw, { ...first, headers: { ...first.headers, ...creator } })).status, 202, 'the creator proves its address through the proxy')
+  const { flood, statuses } = await pushesDuringFlood(gw, src, src, { headers: { 'x-forwarded-for': '203.0.113.66' } }, creator)
+  t.same(statuses, Array(40).fill(202), 'all 40 pushes relayed for the creator accepted during a flood relayed for another client')
   t.ok((flood.statuses.get('503') ?? 0) > 0, `${flood.statuses.get('503')} forged requests shed past their lane`)
 })
 

@@ -71,3 +71,18 @@ export function requestBytes(path: string, headers: Array<[string, string]>, bod
   const head = [`POST ${path} HTTP/1.1`, 'Host: 127.0.0.1', ...headers.map(([k, v]) => `${k}: ${v}`)].join('\r\n')
   return Buffer.concat([Buffer.from(`${head}\r\n\r\n`, 'latin1'), typeof body === 'string' ? Buffer.from(body) : body])
 }
+
+/**
+ * A PROXY protocol v2 header (the binary one, which uWebSockets.js reads) for a TCP
+ * connection from `source` (4 or 16 bytes) to the gateway, as a load balancer sends it
+ * before the client's first byte.
+ */
+export function proxyV2Header(source: Buffer): Buffer {
+  const signature = Buffer.from('0d0a0d0a000d0a515549540a', 'hex')
+  const v4 = source.length === 4
+  const destination = Buffer.alloc(source.length)
+  const ports = Buffer.from([0xc3, 0x50, 0x1f, 0x90])
+  const addresses = Buffer.concat([source, destination, ports])
+  // Version 2, command PROXY; TCP over IPv4 (0x11) or IPv6 (0x21); the length of what follows.
+  return Buffer.concat([signature, Buffer.from([0x21, v4 ? 0x11 : 0x21, 0, addresses.length]), addresses])
+}

@@ -19,3 +19,9 @@ t.test('a PUBLIC_BASE_URL that is not an http(s) origin is refused, naming the v
     t.throws(() => loadConfig({ PUBLIC_BASE_URL: bad }), { constructor: ConfigError, message: /^PUBLIC_BASE_URL=/ }, bad)
   }
 })
+
+t.test('TRUSTED_PROXIES that is not a list of addresses or CIDR prefixes is refused, naming the variable and the entry', async (t) => {
+  t.throws(() => loadConfig({ TRUSTED_PROXIES: '10.0.0.0/8,proxy.internal' }), { constructor: ConfigError, message: /^TRUSTED_PROXIES is not valid: "proxy\.internal"/ })
+  t.throws(() => loadConfig({ TRUSTED_PROXY: '10.0.0.1' }), { constructor: ConfigError, message: /^unknown variable TRUSTED_PROXY:/ }, 'a misspelt name is not ignored')
+  t.equal(loadConfig({ TRUSTED_PROXIES: ' 10.0.0.0/8 , ::1 ' }).TRUSTED_PROXIES, ' 10.0.0.0/8 , ::1 ')
+})

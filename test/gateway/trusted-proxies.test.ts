@@ -1,0 +1,45 @@
+import t from 'tap'
+import { payload, provision } from '../helpers/api.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
+import { proxyV2Header, rawRequest, requestBytes } from '../helpers/raw-http.js'
+
+/** The number of addresses proven for some key (`sgw_proven_addresses` in /metrics). */
+async function provenCount(gw: { url: string; adminToken: string }): Promise<number> {
+  const page = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })).text()
+  return Number(/^sgw_proven_addresses (\d+)$/m.exec(page)?.[1])
+}
+
+type Source = Awaited<ReturnType<typeof provision>>
+
+/** A fresh signed push of `src` sent raw from `from`, after an optional PROXY v2 header, with extra header lines. */
+function pushRaw(gw: { port: number }, src: Source, from: string, options: { proxiedFrom?: Buffer; headers?: Array<[string, string]> } = {}) {
+  const s = src.sign(payload(src.sourceId))
+  const bytes = requestBytes(s.path, [...Object.entries(s.headers), ...(options.headers ?? []), ['content-length', String(s.body.length)]], s.body)
+  const chunks = options.proxiedFrom === undefined ? [bytes] : [Buffer.concat([proxyV2Header(options.proxiedFrom), bytes])]
+  return rawRequest(gw.port, chunks, { localAddress: from })
+}
+
+const v4 = (text: string) => Buffer.from(text.split('.').map(Number))
+
+t.test('from a trusted proxy the client named by PROXY protocol v2 or X-Forwarded-For is the address proven; from anyone else both are ignored', async (t) => {
+  const gw = await startTestGateway(t, { env: { TRUSTED_PROXIES: '127.0.0.1' } })
+  const src = await provision(gw)
+  t.equal(await provenCount(gw), 1, 'the test signal came through the proxy naming no one: the proxy itself is proven')
+
+  t.equal((await pushRaw(gw, src, '127.0.0.1', { proxiedFrom: v4('198.51.100.7') }))?.status, 202)
+  t.equal(await provenCount(gw), 2, 'the PROXY v2 source is a new address')
+  t.equal((await pushRaw(gw, src, '127.0.0.1', { headers: [['x-forwarded-for', '198.51.100.8']] }))?.status, 202)
+  t.equal(await provenCount(gw), 3, 'the X-Forwarded-For client is a new address')
+  t.equal((await pushRaw(gw, src, '127.0.0.1', { headers: [['x-forwarded-for', '203.0.113.99, 198.51.100.8']] }))?.status, 202)
+  t.equal(await provenCount(gw), 3, 'an address the client prepends is not read: the hop the proxy appended is')
+  const ipv6 = Buffer.from('20010db8000000070000000000000001', 'hex')
+  t.equal((await pushRaw(gw, src, '127.0.0.1', { proxiedFrom: ipv6 }))?.status, 202, 'a PROXY v2 header for an IPv6 client')
+  t.equal(await provenCount(gw), 4)
+
+  // 127.0.0.2 is not a trusted proxy: the first push proves it, and what it claims changes nothing.
+  t.equal((await pushRaw(gw, src, '127.0.0.2'))?.status, 202)
+  t.equal(await provenCount(gw), 5)
+  t.equal((await pushRaw(gw, src, '127.0.0.2', { headers: [['x-forwarded-for', '192.0.2.1']] }))?.status, 202)
+  t.equal((await pushRaw(gw, src, '127.0.0.2', { proxiedFrom: v4('192.0.2.2') }))?.status, 202)
+  t.equal(await provenCount(gw), 5, 'neither header of an untrusted peer named a new address')
+})
