@@ -2,8 +2,11 @@ import { MAX_TOKEN_CHARS } from '../../registry/index.js'
 import type { Principal, Registry } from '../../registry/index.js'
 import type { HttpRequest } from './uws.js'
 
-/** The scheme is case-insensitive (RFC 9110 section 11.1); the token is not. */
-const BEARER = new RegExp(`^bearer ([\\x21-\\x7e]{1,${MAX_TOKEN_CHARS}})$`, 'i')
+/**
+ * The scheme is case-insensitive (RFC 9110 section 11.1); the token is not. One or more
+ * spaces separate them (`1*SP`, RFC 6750 section 2.1), never a tab.
+ */
+const BEARER = new RegExp(`^bearer +([\\x21-\\x7e]{1,${MAX_TOKEN_CHARS}})$`, 'i')
 
 /** The principal of an `Authorization: Bearer <token>` header, or undefined. */
 export function bearerPrincipal(registry: Registry, authorization: string): Principal | undefined {
