@@ -62,7 +62,8 @@ function parseCursor(cursor: string, timed: boolean): { id: string; time: number
   const dot = cursor.lastIndexOf('.')
   if (!timed || dot < 0) return { id: cursor, time: undefined }
   const time = Number(cursor.slice(dot + 1))
-  if (!/^[0-9]{1,15}$/.test(cursor.slice(dot + 1)) || !Number.isSafeInteger(time)) throw badCursor()
+  // No id before the time (`.5`) names nothing, so it is no cursor of ours either.
+  if (dot === 0 || !/^[0-9]{1,15}$/.test(cursor.slice(dot + 1)) || !Number.isSafeInteger(time)) throw badCursor()
   return { id: cursor.slice(0, dot), time }
 }
 

@@ -45,5 +45,6 @@ t.test('a cursor that names nothing is refused, as is a malformed time', async (
   t.throws(() => pageAfter(items, idOf, 'zz', 2, undefined, timeOf), { code: 'invalid_request' }, 'a bare id of no item')
   t.throws(() => pageAfter(items, idOf, 'zz', 2), { code: 'invalid_request' }, 'untimed paging too')
   t.throws(() => pageAfter(items, idOf, 'b.2x', 2, undefined, timeOf), { code: 'invalid_request' })
+  t.throws(() => pageAfter(items, idOf, '.5', 2, undefined, timeOf), { code: 'invalid_request' }, 'a time without an id')
   t.same(ids(pageAfter(items, idOf, 'b', 10, undefined, timeOf).items), ['c', 'd', 'e'], 'a bare id, as cursors were before, still reads')
 })
