@@ -38,7 +38,7 @@ const Env = {
   INGEST_MAX_RATE_PER_S: { type: 'int', default: 1000, min: 1, max: 100_000, help: 'highest max_rate a source may declare, per second; a manifest above it is refused, and a lower value also caps sources registered before' },
   INGEST_MAX_BURST: { type: 'int', default: 10_000, min: 1, max: 100_000, help: 'highest max_rate.burst a source may declare (a manifest without burst declares its rate)' },
   INGEST_ERRORS_PER_SOURCE: { type: 'int', default: 1000, min: 10, max: 100_000, help: 'refused ingest requests kept per source' },
-  INGEST_ERRORS_UNVERIFIED_MAX: { type: 'int', default: 100_000, min: 1000, max: 10_000_000, help: 'refused requests whose signature did not verify, kept over all sources together (about 400 bytes each); past it the sources with the most lose their oldest' },
+  INGEST_ERRORS_UNVERIFIED_MAX: { type: 'int', default: 100_000, min: 1000, max: 10_000_000, help: 'refused requests whose signature did not verify, kept over all sources together (about 450 bytes each); past it the sources with the most lose their oldest' },
   INGEST_STATE_SAVE_S: { type: 'int', default: 60, min: 0, max: 86_400, help: 'seconds between saves of the dedup and nonce state while running (each save waits at least 20 times its own duration), so a start after a crash reads only the journal since; 0 saves only at a clean stop' },
   OVER_RATE_FLAG_MINUTES: { type: 'int', default: 5, min: 1, max: 1440, help: 'minutes of 429s, never a minute apart, after which a source is flagged for review' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },

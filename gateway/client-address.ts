@@ -8,8 +8,8 @@ const MAX_FORWARDED_HOPS = 16
 const V4_MAPPED = Buffer.from('00000000000000000000ffff', 'hex')
 
 /**
- * The client address a request came from, as `ProvenAddresses` keys it: an IPv4 address
- * whole, an IPv6 address to its /64 (one client is usually given a whole /64).
+ * The client address a request came from: its 4 or 16 bytes, keyed for `ProvenAddresses`
+ * by `addressKey` and shown to the creator in the ingest-error list by `addressText`.
  *
  * Without trusted proxies it is the TCP peer. A PROXY protocol header or an
  * `X-Forwarded-For` is anyone's to send, so both are read only on a connection from a
@@ -30,13 +30,13 @@ export class ClientAddresses {
   }
 
   /** Read while uWS still holds the request: its headers are gone once the handler returns. */
-  of(res: HttpResponse, req: HttpRequest): string {
+  of(res: HttpResponse, req: HttpRequest): Buffer {
     const peer = Buffer.from(res.getRemoteAddress())
-    if (this.#trusted === undefined || !this.#isTrusted(peer)) return addressKey(peer)
+    if (this.#trusted === undefined || !this.#isTrusted(peer)) return peer
     let client: Buffer = peer
     const proxied = addressBytes(Buffer.from(res.getProxiedRemoteAddressAsText()).toString('latin1'))
     if (proxied !== undefined) {
-      if (!this.#isTrusted(proxied)) return addressKey(proxied)
+      if (!this.#isTrusted(proxied)) return proxied
       client = proxied
     }
     const forwarded: string[] = []
@@ -47,33 +47,48 @@ export class ClientAddresses {
     for (let i = hops.length - 1; i >= Math.max(0, hops.length - MAX_FORWARDED_HOPS); i--) {
       const hop = addressBytes(forwardedHop(hops[i] as string))
       if (hop === undefined) break
-      if (!this.#isTrusted(hop)) return addressKey(hop)
+      if (!this.#isTrusted(hop)) return hop
       client = hop
     }
-    return addressKey(client)
+    return client
   }
 
   #isTrusted(address: Buffer): boolean {
-    const v4 = ipv4Of(address)
-    return (this.#trusted as BlockList).check(v4 === undefined ? ipv6Text(address) : v4.join('.'), v4 === undefined ? 'ipv6' : 'ipv4')
+    return (this.#trusted as BlockList).check(addressText(address), ipv4Of(address) === undefined ? 'ipv6' : 'ipv4')
   }
 }
 
-/** An address's 4 or 16 bytes → its key: IPv4 (also v4-mapped) as 8 hex digits, IPv6 as the 16 of its /64. */
+/**
+ * An address's 4 or 16 bytes → its key: IPv4 (also v4-mapped) as 8 hex digits, IPv6 as
+ * the 16 of its /64 (one client is usually given a whole /64).
+ */
 export function addressKey(raw: Buffer): string {
   const v4 = ipv4Of(raw)
   return v4 === undefined ? raw.toString('hex', 0, 8) : v4.toString('hex')
 }
 
+/** An address's 4 or 16 bytes as people write it: `192.0.2.7`, `2001:db8::1` (RFC 5952). */
+export function addressText(raw: Buffer): string {
+  const v4 = ipv4Of(raw)
+  if (v4 !== undefined) return v4.join('.')
+  const groups: string[] = []
+  for (let i = 0; i < 16; i += 2) groups.push(raw.readUInt16BE(i).toString(16))
+  // The longest run of two or more zero groups, the first of equals, becomes `::`.
+  let best = -1
+  let bestLength = 1
+  for (let i = 0; i < 8; ) {
+    let j = i
+    while (j < 8 && groups[j] === '0') j++
+    if (j - i > bestLength) [best, bestLength] = [i, j - i]
+    i = j === i ? i + 1 : j
+  }
+  if (best < 0) return groups.join(':')
+  return `${groups.slice(0, best).join(':')}::${groups.slice(best + bestLength).join(':')}`
+}
+
 function ipv4Of(raw: Buffer): Buffer | undefined {
   if (raw.length === 4) return raw
   return raw.length === 16 && raw.subarray(0, 12).equals(V4_MAPPED) ? raw.subarray(12) : undefined
-}
-
-function ipv6Text(raw: Buffer): string {
-  const groups: string[] = []
-  for (let i = 0; i < 16; i += 2) groups.push(raw.readUInt16BE(i).toString(16))
-  return groups.join(':')
 }
 
 /**

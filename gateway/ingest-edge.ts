@@ -9,7 +9,7 @@ import type { Metrics } from './metrics.js'
 import type { Reply } from './http/reply.js'
 import type { RouteHandler } from './http/route.js'
 import { framingProblem } from './http/framing.js'
-import type { ClientAddresses } from './client-address.js'
+import { addressKey, addressText, type ClientAddresses } from './client-address.js'
 import { laneOf, type ProvenAddresses } from './proven-addresses.js'
 import { collectIngestHeaders, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
 
@@ -42,6 +42,8 @@ interface RefusalContext {
   keyId: string | null
   signalId: string | null
   nonce: string | undefined
+  /** Where the request came from (ClientAddresses), for a known source only. */
+  client: Buffer | undefined
 }
 
 /**
@@ -79,6 +81,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
           code: error.code,
           key_id: ctx.keyId,
           signal_id: ctx.signalId,
+          client_address: ctx.client === undefined ? null : addressText(ctx.client),
         },
         ctx.nonce,
       )
@@ -113,13 +116,14 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     // addresses that proved themselves for the key named, and the rest (ProvenAddresses);
     // a lane that holds its share is shed before anything is parsed. The first key id
     // header is enough to pick a lane: a request with two is refused before verification.
-    const address = source === undefined ? '' : parts.clientAddresses.of(res, req)
+    const client = source === undefined ? undefined : parts.clientAddresses.of(res, req)
+    const address = client === undefined ? '' : addressKey(client)
     const fromProven = source !== undefined && proven.isProven(req.getHeader('x-svc-key-id'), address)
     const verifyHolder = source === undefined ? undefined : laneOf(urlSourceId, fromProven)
     if (verifyHolder !== undefined && !pool.hasRoom(verifyHolder)) return shed(reply)
     const path = req.getUrl()
     const headers = collectIngestHeaders(req)
-    const ctx: RefusalContext = { sourceKnown: source !== undefined, sourceId: urlSourceId, keyId: null, signalId: null, nonce: undefined }
+    const ctx: RefusalContext = { sourceKnown: source !== undefined, sourceId: urlSourceId, keyId: null, signalId: null, nonce: undefined, client }
 
     // Spec 7 files an oversized body under invalid_body too.
     const framing = framingProblem(headers, MAX_BODY_BYTES, { bodyRequired: true })

@@ -10,6 +10,8 @@ export interface IngestErrorRecord {
   readonly code: ErrorCode
   readonly key_id: string | null
   readonly signal_id: string | null
+  /** The client the request came from (a trusted proxy's client: TRUSTED_PROXIES); null in records of earlier versions. */
+  readonly client_address: string | null
 }
 
 /** Stored alongside, never shown: lets a restart re-claim nonces of refused requests. */
@@ -101,7 +103,8 @@ export class IngestErrorLog {
   async load(nonceSinceMs: number): Promise<Array<{ sourceId: string; keyId: string; nonce: string; time: number }>> {
     const nonces: Array<{ sourceId: string; keyId: string; nonce: string; time: number }> = []
     const take = (stored: StoredRecord) => {
-      const { source_id, nonce, n, ...record } = stored
+      const { source_id, nonce, n, ...kept } = stored
+      const record = { ...kept, client_address: kept.client_address ?? null }
       if (!this.#push(source_id, record, nonce, n)) return
       const time = Date.parse(record.time)
       if (nonce !== undefined && record.key_id !== null && time >= nonceSinceMs) nonces.push({ sourceId: source_id, keyId: record.key_id, nonce, time })

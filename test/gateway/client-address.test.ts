@@ -1,6 +1,6 @@
 import { BlockList } from 'node:net'
 import t from 'tap'
-import { addressBytes, addressKey, ClientAddresses } from '../../gateway/client-address.js'
+import { addressBytes, addressKey, addressText, ClientAddresses } from '../../gateway/client-address.js'
 import type { HttpRequest, HttpResponse } from '../../gateway/http/uws.js'
 import { parseTrustedProxies } from '../../config/index.js'
 
@@ -44,15 +44,31 @@ t.test('addresses written as text read to their bytes; anything else is not an a
   for (const junk of ['', 'unknown', '192.0.2.256', '1.2.3', '2001:db8::1::2', '_hidden', ' 192.0.2.7']) t.equal(addressBytes(junk), undefined, JSON.stringify(junk))
 })
 
+t.test('an address is shown as people write it: IPv4 dotted, IPv6 with its longest run of zero groups as ::', async (t) => {
+  const cases: Array<[string, string]> = [
+    ['c0000207', '192.0.2.7'],
+    ['00000000000000000000ffffc0000207', '192.0.2.7'],
+    ['00000000000000000000000000000001', '::1'],
+    ['00000000000000000000000000000000', '::'],
+    ['20010db8000000000000000000000001', '2001:db8::1'],
+    ['20010db8000000010000000000000000', '2001:db8:0:1::'],
+    ['20010db8000000010001000100010001', '2001:db8:0:1:1:1:1:1'],
+    ['20010db8000000000001000000000001', '2001:db8::1:0:0:1'],
+    ['20010db8000100000000000100000001', '2001:db8:1::1:0:1'],
+  ]
+  for (const [bytes, text] of cases) t.equal(addressText(hex(bytes)), text, text)
+  for (const [, text] of cases) t.equal(addressText(addressBytes(text) as Buffer), text, `${text} reads back as itself`)
+})
+
 t.test('without trusted proxies the client is the TCP peer, whatever the request says', async (t) => {
   const addresses = new ClientAddresses(undefined)
-  t.equal(addresses.of(...request('192.0.2.7', '203.0.113.9', ['198.51.100.1'])), 'c0000207')
+  t.equal(addressKey(addresses.of(...request('192.0.2.7', '203.0.113.9', ['198.51.100.1']))), 'c0000207')
 })
 
 t.test('from a trusted proxy the client is the first address from the right that is not a trusted proxy', async (t) => {
   const trusted = parseTrustedProxies('10.0.0.0/8, 192.0.2.7, fd00::/8') as BlockList
   const addresses = new ClientAddresses(trusted)
-  const of = (peer: string, proxied: string, ...xff: string[]) => addresses.of(...request(peer, proxied, xff))
+  const of = (peer: string, proxied: string, ...xff: string[]) => addressKey(addresses.of(...request(peer, proxied, xff)))
   t.equal(of('198.51.100.50', '203.0.113.9', '203.0.113.10'), 'c6336432', 'an untrusted peer is the client: its PROXY header and X-Forwarded-For are ignored')
   t.equal(of('192.0.2.7', '203.0.113.9', '203.0.113.10'), 'cb007109', 'the PROXY v2 source of a trusted proxy')
   t.equal(of('192.0.2.7', '', '203.0.113.10'), 'cb00710a', 'X-Forwarded-For of a trusted proxy')

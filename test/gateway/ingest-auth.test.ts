@@ -276,7 +276,8 @@ t.test('refused requests are listed, newest first, in the source ingest errors',
   const times = res.body.data.map((e: any) => e.time)
   t.same(times, [...times].sort().reverse(), 'newest first')
   const first = res.body.data[0]
-  t.same(Object.keys(first).sort(), ['code', 'key_id', 'request_id', 'signal_id', 'status', 'time'])
+  t.same(Object.keys(first).sort(), ['client_address', 'code', 'key_id', 'request_id', 'signal_id', 'status', 'time'])
+  t.equal(first.client_address, '127.0.0.1', 'the address the request came from')
 })
 
 t.test('the request skew is checked at the edge, before the signature: 301 s old with a bad signature is stale_timestamp', async () => {

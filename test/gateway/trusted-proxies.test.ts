@@ -43,3 +43,29 @@ t.test('from a trusted proxy the client named by PROXY protocol v2 or X-Forwarde
   t.equal((await pushRaw(gw, src, '127.0.0.2', { proxiedFrom: v4('192.0.2.2') }))?.status, 202)
   t.equal(await provenCount(gw), 5, 'neither header of an untrusted peer named a new address')
 })
+
+t.test('a refusal lists the client it came from: the TCP peer, or the client a trusted proxy names', async (t) => {
+  const gw = await startTestGateway(t, { env: { TRUSTED_PROXIES: '127.0.0.1' } })
+  const src = await provision(gw)
+  // Refused at step 11 (invalid_severity): listed with the key id and signal id, and now the address.
+  const refusedFrom = async (from: string, options: { proxiedFrom?: Buffer; headers?: Array<[string, string]> } = {}) => {
+    const s = src.sign(payload(src.sourceId, { severity: 'apocalyptic' }))
+    const bytes = requestBytes(s.path, [...Object.entries(s.headers), ...(options.headers ?? []), ['content-length', String(s.body.length)]], s.body)
+    const res = await rawRequest(gw.port, [options.proxiedFrom === undefined ? bytes : Buffer.concat([proxyV2Header(options.proxiedFrom), bytes])], { localAddress: from })
+    t.equal(res?.body?.error?.code, 'invalid_severity')
+    return res?.headers['x-request-id']
+  }
+  const ids = [
+    await refusedFrom('127.0.0.2', { headers: [['x-forwarded-for', '192.0.2.1']] }),
+    await refusedFrom('127.0.0.1', { headers: [['x-forwarded-for', '198.51.100.8']] }),
+    await refusedFrom('127.0.0.1', { proxiedFrom: Buffer.from('20010db8000000070000000000000001', 'hex') }),
+    await refusedFrom('127.0.0.1'),
+  ]
+  const listed = await (await fetch(`${gw.url}/v1/byo/sources/${src.sourceId}/ingest-errors`, { headers: { authorization: `Bearer ${src.creatorToken}` } })).json()
+  const addressOf = new Map(listed.data.map((r: { request_id: string; client_address: string }) => [r.request_id, r.client_address]))
+  t.strictSame(
+    ids.map((id) => addressOf.get(id)),
+    ['127.0.0.2', '198.51.100.8', '2001:db8:0:7::1', '127.0.0.1'],
+    'an untrusted peer as itself; through the proxy, the client it names, or the proxy when it names none',
+  )
+})

@@ -5,7 +5,7 @@ import t, { type Test as Tap } from 'tap'
 import { IngestErrorLog, openJournal, type IngestErrorRecord } from '../../pipeline/index.js'
 
 function refusal(i: number): IngestErrorRecord {
-  return { request_id: `req-${i}`, time: new Date(1_700_000_000_000 + i).toISOString(), status: 401, code: 'invalid_signature', key_id: null, signal_id: null }
+  return { request_id: `req-${i}`, time: new Date(1_700_000_000_000 + i).toISOString(), status: 401, code: 'invalid_signature', key_id: null, signal_id: null, client_address: '192.0.2.7' }
 }
 
 /** A verified refusal: the request's nonce was claimed. */
@@ -269,6 +269,20 @@ t.test('a torn or damaged line is skipped; the rest is read', async (t) => {
   await writeFile(path, `${lines.join('\n')}\n{"source_id":"src","tor`)
   const reopened = await openErrors(t, dir)
   t.same(listAll(reopened, 'src'), ['req-4', 'req-3', 'req-2', 'req-0'])
+  await reopened.close()
+})
+
+t.test('a refusal kept by an earlier version, without its client address, is listed with client_address null; a new one with its address', async (t) => {
+  const dir = await folder(t)
+  const errors = await openErrors(t, dir)
+  errors.record('src', refusal(0))
+  await errors.close()
+  const { client_address, ...old } = refusal(1)
+  t.equal(client_address, '192.0.2.7')
+  await appendFile(await historyFile(dir), `${JSON.stringify({ ...old, source_id: 'src', n: 1_700_000_000_001 * 1024 })}\n`)
+  const reopened = await openErrors(t, dir)
+  const items = reopened.page('src', 10, undefined)?.items ?? []
+  t.strictSame(items.map((r) => [r.request_id, r.client_address]), [['req-1', null], ['req-0', '192.0.2.7']])
   await reopened.close()
 })
 
