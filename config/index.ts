@@ -20,7 +20,7 @@ const Env = {
   DATA_DIR: { type: 'string', default: './data', help: 'folder holding the journal and the registry' },
   ADMIN_TOKEN: { type: 'string', default: '', help: `admin bearer token, 32 to ${MAX_TOKEN_CHARS} visible ASCII characters; generated into DATA_DIR/admin-token when empty` },
   PUBLIC_BASE_URL: { type: 'string', default: '', help: 'base URL used in ingest_endpoint; default http://localhost:<bound port>' },
-  TRUSTED_PROXIES: { type: 'string', default: '', help: 'addresses or CIDR prefixes, comma-separated, of the proxies in front of the gateway: on their connections the client address is read from PROXY protocol v2 or X-Forwarded-For (for the per-address lanes); empty trusts none' },
+  TRUSTED_PROXIES: { type: 'string', default: '', help: 'addresses or CIDR prefixes, comma-separated, of the proxies in front of the gateway: on their connections the client address of the per-address lanes is read from X-Forwarded-For; empty trusts none' },
   LOG_LEVEL: { type: 'enum', default: 'info', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], help: 'pino log level' },
   JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (see README)' },
   JOURNAL_QUEUE_LIMIT: { type: 'int', default: 4096, min: 1, max: 1_000_000, help: 'verified signals waiting for the durable append before the edge sheds new requests with 503 (a slow disk must not grow memory with the connection count; each holds its body, up to 16 KB)' },

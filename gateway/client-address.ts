@@ -11,15 +11,17 @@ const V4_MAPPED = Buffer.from('00000000000000000000ffff', 'hex')
  * The client address a request came from: its 4 or 16 bytes, keyed for `ProvenAddresses`
  * by `addressKey` and shown to the creator in the ingest-error list by `addressText`.
  *
- * Without trusted proxies it is the TCP peer. A PROXY protocol header or an
- * `X-Forwarded-For` is anyone's to send, so both are read only on a connection from a
- * trusted proxy (TRUSTED_PROXIES); a spoofed address from anywhere else changes nothing.
- * From a trusted proxy the client is the first address, from the right, that is not
- * itself a trusted proxy: the PROXY v2 source (which uWebSockets.js parses), then the
- * `X-Forwarded-For` hops, every header of it in order, since some proxies add a header
- * of their own instead of appending to the client's. A hop that is not an address ends
- * the walk at the last trusted one: such requests share that proxy's lane rather than
- * take a lane the client named.
+ * Without trusted proxies it is the TCP peer. `X-Forwarded-For` is anyone's to send, so
+ * it is read only on a connection from a trusted proxy (TRUSTED_PROXIES); a spoofed
+ * address from anywhere else changes nothing. From a trusted proxy the client is the
+ * first hop, from the right, that is not itself a trusted proxy, every header of it read
+ * in order, since some proxies add a header of their own instead of appending to the
+ * client's. A hop that is not an address ends the walk at the last trusted one: such
+ * requests share that proxy's lane rather than take a lane the client named.
+ *
+ * The PROXY protocol is not read, though uWebSockets.js parses it: version 20.30 reads a
+ * PROXY header at the start of every request, not only of the connection, so behind a
+ * TCP proxy a client could send its own on its second request and name any address.
  */
 export class ClientAddresses {
   readonly #trusted: BlockList | undefined
@@ -34,11 +36,6 @@ export class ClientAddresses {
     const peer = Buffer.from(res.getRemoteAddress())
     if (this.#trusted === undefined || !this.#isTrusted(peer)) return peer
     let client: Buffer = peer
-    const proxied = addressBytes(Buffer.from(res.getProxiedRemoteAddressAsText()).toString('latin1'))
-    if (proxied !== undefined) {
-      if (!this.#isTrusted(proxied)) return proxied
-      client = proxied
-    }
     const forwarded: string[] = []
     req.forEach((name, value) => {
       if (name === 'x-forwarded-for') forwarded.push(value)

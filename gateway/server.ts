@@ -30,7 +30,7 @@ export interface GatewayOptions {
   readonly bodyTimeoutMs: number
   /** Bodies not complete when their head was read, being received at once (BodyReader). */
   readonly maxSlowBodies: number
-  /** The proxies whose PROXY protocol header or X-Forwarded-For names the client (ClientAddresses); undefined trusts none. */
+  /** The proxies whose X-Forwarded-For names the client (ClientAddresses); undefined trusts none. */
   readonly trustedProxies: BlockList | undefined
   /** The highest max_rate a new source may declare. */
   readonly rateCeiling: RateCeiling

@@ -11,12 +11,9 @@ const hex = (h: string) => Buffer.from(h, 'hex')
  * here can produce (peers from other networks); trusted-proxies.test.ts sends the
  * real thing through the gateway.
  */
-function request(peer: string, proxied: string, forwardedFor: string[]): [HttpResponse, HttpRequest] {
+function request(peer: string, forwardedFor: string[]): [HttpResponse, HttpRequest] {
   const bytes = addressBytes(peer) as Buffer
-  const res = {
-    getRemoteAddress: () => new Uint8Array(bytes).buffer,
-    getProxiedRemoteAddressAsText: () => new Uint8Array(Buffer.from(proxied)).buffer,
-  }
+  const res = { getRemoteAddress: () => new Uint8Array(bytes).buffer }
   const req = { forEach: (cb: (k: string, v: string) => void) => forwardedFor.forEach((v) => cb('x-forwarded-for', v)) }
   return [res as unknown as HttpResponse, req as unknown as HttpRequest]
 }
@@ -62,26 +59,25 @@ t.test('an address is shown as people write it: IPv4 dotted, IPv6 with its longe
 
 t.test('without trusted proxies the client is the TCP peer, whatever the request says', async (t) => {
   const addresses = new ClientAddresses(undefined)
-  t.equal(addressKey(addresses.of(...request('192.0.2.7', '203.0.113.9', ['198.51.100.1']))), 'c0000207')
+  t.equal(addressKey(addresses.of(...request('192.0.2.7', ['198.51.100.1']))), 'c0000207')
 })
 
 t.test('from a trusted proxy the client is the first address from the right that is not a trusted proxy', async (t) => {
   const trusted = parseTrustedProxies('10.0.0.0/8, 192.0.2.7, fd00::/8') as BlockList
   const addresses = new ClientAddresses(trusted)
-  const of = (peer: string, proxied: string, ...xff: string[]) => addressKey(addresses.of(...request(peer, proxied, xff)))
-  t.equal(of('198.51.100.50', '203.0.113.9', '203.0.113.10'), 'c6336432', 'an untrusted peer is the client: its PROXY header and X-Forwarded-For are ignored')
-  t.equal(of('192.0.2.7', '203.0.113.9', '203.0.113.10'), 'cb007109', 'the PROXY v2 source of a trusted proxy')
-  t.equal(of('192.0.2.7', '', '203.0.113.10'), 'cb00710a', 'X-Forwarded-For of a trusted proxy')
-  t.equal(of('192.0.2.7', '10.1.1.1', '203.0.113.10'), 'cb00710a', 'a PROXY source that is itself a trusted proxy passes on to X-Forwarded-For')
-  t.equal(of('192.0.2.7', '', '1.1.1.1, 203.0.113.10, 10.2.2.2'), 'cb00710a', 'right to left past the trusted hops: the client cannot choose by prepending')
-  t.equal(of('192.0.2.7', '', '1.1.1.1', '203.0.113.10'), 'cb00710a', 'a header a proxy added after the client one is read last')
-  t.equal(of('192.0.2.7', '', ' [2001:db8:0:1::5]:443 '), '20010db800000001', 'brackets, port and spaces around an IPv6 hop')
-  t.equal(of('192.0.2.7', '', '203.0.113.10:51000'), 'cb00710a', 'an IPv4 hop with a port')
-  t.equal(of('192.0.2.7', '', '203.0.113.10, unknown'), 'c0000207', 'a hop that is not an address stops the walk at the last trusted one')
-  t.equal(of('192.0.2.7', ''), 'c0000207', 'a trusted proxy naming no one is the client')
-  t.equal(of('fd12::1', '', '::ffff:203.0.113.10'), 'cb00710a', 'an IPv6 proxy, a v4-mapped client')
+  const of = (peer: string, ...xff: string[]) => addressKey(addresses.of(...request(peer, xff)))
+  t.equal(of('198.51.100.50', '203.0.113.10'), 'c6336432', 'an untrusted peer is the client: its X-Forwarded-For is ignored')
+  t.equal(of('192.0.2.7', '203.0.113.10'), 'cb00710a', 'X-Forwarded-For of a trusted proxy')
+  t.equal(of('192.0.2.7', '1.1.1.1, 203.0.113.10, 10.2.2.2'), 'cb00710a', 'right to left past the trusted hops: the client cannot choose by prepending')
+  t.equal(of('192.0.2.7', '1.1.1.1', '203.0.113.10'), 'cb00710a', 'a header a proxy added after the client one is read last')
+  t.equal(of('192.0.2.7', ' [2001:db8:0:1::5]:443 '), '20010db800000001', 'brackets, port and spaces around an IPv6 hop')
+  t.equal(of('192.0.2.7', '203.0.113.10:51000'), 'cb00710a', 'an IPv4 hop with a port')
+  t.equal(of('192.0.2.7', '203.0.113.10, unknown'), 'c0000207', 'a hop that is not an address stops the walk at the last trusted one')
+  t.equal(of('192.0.2.7', '203.0.113.10, 010.1.1.1'), 'c0000207', 'so does one with leading zeros, which some parsers read as octal')
+  t.equal(of('192.0.2.7'), 'c0000207', 'a trusted proxy naming no one is the client')
+  t.equal(of('fd12::1', '::ffff:203.0.113.10'), 'cb00710a', 'an IPv6 proxy, a v4-mapped client')
   const chain = Array.from({ length: 20 }, (_, i) => `10.0.0.${i}`)
-  t.equal(of('192.0.2.7', '', `203.0.113.10, ${chain.join(', ')}`), '0a000004', 'at most 16 hops are looked at: a longer chain ends at the 16th')
+  t.equal(of('192.0.2.7', `203.0.113.10, ${chain.join(', ')}`), '0a000004', 'at most 16 hops are looked at: a longer chain ends at the 16th')
 })
 
 t.test('TRUSTED_PROXIES entries are addresses or CIDR prefixes; anything else is named', async (t) => {
@@ -90,7 +86,7 @@ t.test('TRUSTED_PROXIES entries are addresses or CIDR prefixes; anything else is
   const list = parseTrustedProxies('10.0.0.0/8,2001:db8::/32,192.0.2.7') as BlockList
   t.ok(list.check('10.200.0.1', 'ipv4') && list.check('2001:db8:ffff::1', 'ipv6') && list.check('192.0.2.7', 'ipv4'))
   t.notOk(list.check('192.0.2.8', 'ipv4'))
-  for (const bad of ['10.0.0.0/33', 'fd00::/129', 'proxy.internal', '10.0.0.0/8/8', '10.0.0.0/', '10.0.0.0/-1', '10.0.0.0/1e1']) {
+  for (const bad of ['0.0.0.0/0', '::/0', '10.0.0.0/00', '10.0.0.0/33', 'fd00::/129', 'proxy.internal', '10.0.0.0/8/8', '10.0.0.0/', '10.0.0.0/-1', '10.0.0.0/1e1']) {
     t.throws(() => parseTrustedProxies(`192.0.2.7,${bad}`), { message: new RegExp(JSON.stringify(bad).replace(/[.*+?^${}()|[\]\\/]/g, '\\$&')) }, bad)
   }
 })
