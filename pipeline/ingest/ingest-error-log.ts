@@ -103,8 +103,9 @@ export class IngestErrorLog {
   async load(nonceSinceMs: number): Promise<Array<{ sourceId: string; keyId: string; nonce: string; time: number }>> {
     const nonces: Array<{ sourceId: string; keyId: string; nonce: string; time: number }> = []
     const take = (stored: StoredRecord) => {
-      const { source_id, nonce, n, ...kept } = stored
-      const record = { ...kept, client_address: kept.client_address ?? null }
+      // Records of earlier versions have no client_address: null, as the list shows it.
+      const { source_id, nonce, n, client_address = null, ...kept } = stored
+      const record = { ...kept, client_address }
       if (!this.#push(source_id, record, nonce, n)) return
       const time = Date.parse(record.time)
       if (nonce !== undefined && record.key_id !== null && time >= nonceSinceMs) nonces.push({ sourceId: source_id, keyId: record.key_id, nonce, time })

@@ -11,9 +11,9 @@ async function provenCount(gw: { url: string; adminToken: string }): Promise<num
 
 type Source = Awaited<ReturnType<typeof provision>>
 
-/** A fresh signed push of `src` sent raw from `from`, after an optional PROXY v2 header, with extra header lines. */
-function pushRaw(gw: { port: number }, src: Source, from: string, options: { proxiedFrom?: Buffer; headers?: Array<[string, string]> } = {}) {
-  const s = src.sign(payload(src.sourceId))
+/** A fresh signed push of `src` sent raw from `from`, after an optional PROXY v2 header, with extra header lines and payload fields. */
+function pushRaw(gw: { port: number }, src: Source, from: string, options: { proxiedFrom?: Buffer; headers?: Array<[string, string]>; fields?: Record<string, unknown> } = {}) {
+  const s = src.sign(payload(src.sourceId, options.fields))
   const bytes = requestBytes(s.path, [...Object.entries(s.headers), ...(options.headers ?? []), ['content-length', String(s.body.length)]], s.body)
   const chunks = options.proxiedFrom === undefined ? [bytes] : [Buffer.concat([proxyV2Header(options.proxiedFrom), bytes])]
   return rawRequest(gw.port, chunks, { localAddress: from })
@@ -49,9 +49,7 @@ t.test('a refusal lists the client it came from: the TCP peer, or the client a t
   const src = await provision(gw)
   // Refused at step 11 (invalid_severity): listed with the key id and signal id, and now the address.
   const refusedFrom = async (from: string, options: { proxiedFrom?: Buffer; headers?: Array<[string, string]> } = {}) => {
-    const s = src.sign(payload(src.sourceId, { severity: 'apocalyptic' }))
-    const bytes = requestBytes(s.path, [...Object.entries(s.headers), ...(options.headers ?? []), ['content-length', String(s.body.length)]], s.body)
-    const res = await rawRequest(gw.port, [options.proxiedFrom === undefined ? bytes : Buffer.concat([proxyV2Header(options.proxiedFrom), bytes])], { localAddress: from })
+    const res = await pushRaw(gw, src, from, { ...options, fields: { severity: 'apocalyptic' } })
     t.equal(res?.body?.error?.code, 'invalid_severity')
     return res?.headers['x-request-id']
   }
