@@ -22,7 +22,7 @@ const Env = {
   PUBLIC_BASE_URL: { type: 'string', default: '', help: 'base URL used in ingest_endpoint; default http://localhost:<bound port>' },
   TRUSTED_PROXIES: { type: 'string', default: '', help: 'addresses or CIDR prefixes, comma-separated, of the proxies in front of the gateway: on their connections the client address of the per-address lanes is read from X-Forwarded-For; empty trusts none' },
   LOG_LEVEL: { type: 'enum', default: 'info', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], help: 'pino log level' },
-  JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (see README)' },
+  JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (docs/operations.md, Durability)' },
   JOURNAL_QUEUE_LIMIT: { type: 'int', default: 4096, min: 1, max: 1_000_000, help: 'verified signals waiting for the durable append before the edge sheds new requests with 503 (a slow disk must not grow memory with the connection count; each holds its body, up to 16 KB)' },
   JOURNAL_FSYNC_INTERVAL_MS: { type: 'int', default: JOURNAL_DEFAULTS.fsyncIntervalMs, min: 1, max: 60_000, help: 'sync period for JOURNAL_FSYNC=interval' },
   DEDUP_WINDOW_S: { type: 'int', default: 1800, min: 1200, max: 7 * 86400, help: 'how long signal_id and Idempotency-Key are remembered; at least 20 minutes so every retry that passes the two 300 s checks is covered' },
@@ -164,7 +164,7 @@ function originOf(value: string): string | undefined {
   return url.hostname === '' || url.pathname !== '/' ? undefined : url.origin
 }
 
-/** For the README and `--help`: every variable with its default. */
+/** For `--help` (and docs/operations.md, Configuration): every variable with its default. */
 export function describeConfig(): string {
   return Object.entries(Env)
     .map(([k, s]) => `${k} (default ${JSON.stringify(s.default)}): ${s.help}`)

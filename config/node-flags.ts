@@ -10,7 +10,7 @@
  * gateway ran a mark-compact every 200–400 ms, and each one stalled about 150
  * requests behind its marking (on two cores the concurrent marker takes the verify
  * worker's core). A 128 MB floor makes them rare: at half the peak rate p99 went from
- * 12–28 ms to 8.7–10.4 ms in paired runs, for up to 40 MB more RSS (README, Benchmark).
+ * 12–28 ms to 8.7–10.4 ms in paired runs, for up to 40 MB more RSS (docs/benchmarks.md).
  *
  * --min-semi-space-size=8: after a few idle seconds V8 shrinks the young generation
  * to 1 MB, so the first seconds of the next burst scavenge every 8–13 ms. With an 8 MB
@@ -24,7 +24,7 @@
  * into the old generation, and keeps doing so at half peak, where they die young and
  * wait for a mark-compact. Without it the old generation grew by 330–540 bytes per
  * accepted signal at half peak instead of 760–800, and p99 was lower in two of three
- * paired runs (README, Benchmark).
+ * paired runs (docs/benchmarks.md).
  */
 export const NODE_FLAGS: readonly string[] = ['--initial-old-space-size=128', '--min-semi-space-size=8', '--no-allocation-site-pretenuring']
 

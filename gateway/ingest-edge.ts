@@ -47,8 +47,8 @@ interface RefusalContext {
 }
 
 /**
- * The ingest edge: every check that costs no crypto, in the documented order (README,
- * "Ingest check order"): shed when full → framing and Content-Type → header source id →
+ * The ingest edge: every check that costs no crypto, in the documented order (docs/api.md,
+ * "Ingest: the order of checks"): shed when full → framing and Content-Type → header source id →
  * body → body source id → auth headers → key → request skew → verification slot.
  * Refusals up to the header source id are decided before the body is read.
  */
@@ -90,7 +90,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
 
   /**
    * Sheds: under overload the refusal itself must be the cheapest path, so it is counted
-   * in /metrics only, not in the ingest-error list (README, "Ingest check order"). The
+   * in /metrics only, not in the ingest-error list (docs/api.md, "Ingest: the order of checks"). The
    * connection closes while draining, and for a slow upload, whose body was not read.
    */
   const shed = (reply: Reply, slowUpload = false) => {

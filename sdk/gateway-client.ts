@@ -29,7 +29,7 @@ export interface OnboardedSource {
 /**
  * A small client for the gateway's HTTP API: JSON requests with a bearer token, signed
  * pushes, and the registration steps of spec section 1 in one call. The tests and the
- * benchmark use it; it is also the walk-through of the README as code.
+ * benchmark use it; it is also the walk-through (examples/walkthrough.sh) as code.
  */
 export class GatewayClient {
   readonly baseUrl: string

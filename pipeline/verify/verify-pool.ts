@@ -94,7 +94,7 @@ export class VerifyPool {
 
   constructor(options: VerifyPoolOptions) {
     // The event loop needs a core of its own: on two cores one worker accepted about 12 %
-    // more signals per second at peak than two (README, Benchmark), which only fought the
+    // more signals per second at peak than two (docs/benchmarks.md), which only fought the
     // main thread for the cores.
     this.#threads = options.threads > 0 ? options.threads : Math.max(1, availableParallelism() - 1)
     this.#batchSize = options.batchSize
