@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto'
 import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, SignedRequest, VerifyPool } from '../pipeline/index.js'
-import { isValidSignalId, keyOrClockRefusal, parseIsoUtc, parseStrictJson } from '../pipeline/index.js'
+import { isValidSignalId, keyOrClockRefusal, parseIsoUtc, parseStrictJson, unknownKeyRefusal } from '../pipeline/index.js'
 import type { LiveKey, Registry, SourceRecord } from '../registry/index.js'
 import { ApiError } from '../schemas/index.js'
 import type { BodyReader } from './http/body-reader.js'
@@ -222,8 +222,8 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
  */
 function checkKeyAndSkew(registry: Registry, source: SourceRecord | undefined, auth: AuthHeaders, receivedAtMs: number): LiveKey | ApiError {
   const key = source === undefined ? undefined : registry.key(source.source_id, auth.keyId)
-  // An unknown source and an unknown key look the same, so ids cannot be probed.
-  if (source === undefined || key === undefined) return new ApiError('unknown_key', 'no such key for this source')
+  // An unknown source (a retired one included) and an unknown key look the same, so ids cannot be probed.
+  if (source === undefined || key === undefined) return unknownKeyRefusal()
   return keyOrClockRefusal(key, auth.requestTimeMs, receivedAtMs) ?? key
 }
 

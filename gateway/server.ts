@@ -6,10 +6,12 @@ import type { Registry } from '../registry/index.js'
 import { ConfigError } from '../config/index.js'
 import { ApiError, type RateCeiling, openApiDocument } from '../schemas/index.js'
 import { registerAdminRoutes } from './control/admin-routes.js'
+import { registerAgentAdminRoutes } from './control/agent-admin-routes.js'
 import { registerAgentRoutes } from './control/agent-routes.js'
 import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
 import { registerDisputeRoutes } from './control/dispute-routes.js'
 import { registerKeyRoutes } from './control/key-routes.js'
+import { registerSourceLifecycleRoutes } from './control/source-lifecycle-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
 import { requestPrincipal } from './http/bearer.js'
 import { BodyReader } from './http/body-reader.js'
@@ -114,6 +116,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   let baseUrl = options.publicBaseUrl
   registerSourceRoutes(parts, () => baseUrl, options.rateCeiling)
   registerAgentRoutes(parts, () => baseUrl)
+  registerAgentAdminRoutes(parts)
+  registerSourceLifecycleRoutes(parts, () => baseUrl, options.rateCeiling, () => options.pipeline.settled())
   registerKeyRoutes(parts, () => options.pipeline.settled())
   registerIngestErrorsRoute(parts, options.errors)
   // A signal is stored at most a body's time, a verification and an append after its arrival.

@@ -12,8 +12,14 @@ export const REGISTRY_LIMITS = {
   revokedTokens: 10_000,
   agents: 100_000,
   slotsPerAgent: MAX_SLOTS_PER_AGENT,
-  /** Sources in all: agents times slots alone would allow 100 million. */
+  /** Sources in all, retired ones included: agents times slots alone would allow 100 million. */
   sources: 100_000,
+  /**
+   * Retired sources one agent keeps. A retired source frees its slot but keeps its record
+   * (its history stays readable), so without this one agent could retire and register
+   * in a loop until the registry's bound on sources stopped every creator.
+   */
+  retiredSourcesPerAgent: 1000,
   /** Keys that can still sign (pending, active, grace). */
   liveKeysPerSource: 32,
   /**

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto'
-import type { Listing, Manifest } from '../schemas/index.js'
+import type { Listing, Manifest, RevocationReason } from '../schemas/index.js'
 
 /** A new record id: the kind's prefix and 96 random bits, so ids reveal neither count nor order. */
 export const newId = (prefix: string): string => `${prefix}_${randomBytes(12).toString('base64url')}`
@@ -48,6 +48,13 @@ export interface SourceRecord {
   created_at: string
   /** Set once sustained over-rate is seen (spec section 8); cleared only by an operator. */
   flagged_for_review_at: string | null
+  /** When the manifest or listing last changed; null until then (and in records kept before changes were possible). */
+  updated_at: string | null
+  /**
+   * Set when the source is retired: its slot is free, ingest to it is refused like ingest
+   * to a source that does not exist, and its record and history stay readable. Final.
+   */
+  retired_at: string | null
 }
 
 /** Spec section 3.1. */
@@ -64,6 +71,8 @@ export interface KeyRecord {
   promoted_at: string | null
   grace_at: string | null
   revoked_at: string | null
+  /** Why it was revoked, if the revocation said; null otherwise (and in records kept before reasons were). */
+  revocation_reason: RevocationReason | null
 }
 
 /** A revoked key whose record was dropped: still refused at registration for its source. */

@@ -1,4 +1,4 @@
-import { ApiError, type Listing, type Manifest } from '../schemas/index.js'
+import { ApiError, type Listing, type Manifest, type RevocationReason } from '../schemas/index.js'
 import { ChangeSet } from './change-set.js'
 import { Disputes } from './disputes.js'
 import { REGISTRY_LIMITS } from './limits.js'
@@ -8,6 +8,7 @@ import { RegistryError } from './registry-error.js'
 import type { AgentRecord, DisputedSignal, DisputeRecord, KeyRecord, Principal, RegistrySnapshot, SourceRecord, TokenRecord } from './records.js'
 import type { RegistryStore } from './registry-store.js'
 import { RetiredKeys } from './retired-keys.js'
+import { SourceTable } from './source-table.js'
 import { TokenTable } from './token-table.js'
 
 /** A key as the hot path needs it: the record plus the decoded public key. */
@@ -27,9 +28,8 @@ export class Registry {
   readonly #changes: ChangeSet
   readonly #tokens: TokenTable
   readonly #agents: Map<string, AgentRecord>
-  readonly #sources: Map<string, SourceRecord>
+  readonly #sources: SourceTable
   readonly #keys: Map<string, LiveKey>
-  readonly #sourcesByAgent = new OwnerIndex()
   readonly #keysBySource = new OwnerIndex()
   readonly #retiredKeys: RetiredKeys
   readonly #disputes: Disputes
@@ -41,9 +41,10 @@ export class Registry {
     this.#changes = new ChangeSet((change) => store.append(change, () => this.#snapshot()))
     this.#tokens = new TokenTable(this.#changes, adminToken, snapshot?.tokens)
     this.#agents = new Map((snapshot?.agents ?? []).map((a) => [a.agent_id, a]))
-    this.#sources = new Map((snapshot?.sources ?? []).map((s) => [s.source_id, s]))
+    this.#sources = new SourceTable(this.#changes, snapshot?.sources)
+    // Records kept before revocations could give a reason have none.
+    for (const k of snapshot?.keys ?? []) k.revocation_reason ??= null
     this.#keys = new Map((snapshot?.keys ?? []).map((k) => [k.key_id, { record: k, publicKey: Buffer.from(k.public_key, 'base64url') }]))
-    for (const s of this.#sources.values()) this.#sourcesByAgent.add(s.agent_id, s.source_id)
     for (const k of this.#keys.values()) this.#keysBySource.add(k.record.source_id, k.record.key_id)
     this.#retiredKeys = new RetiredKeys(snapshot?.retired_keys)
     this.#disputes = new Disputes(snapshot?.disputes)
@@ -64,7 +65,7 @@ export class Registry {
       version: 1,
       tokens: [...this.#tokens.records()],
       agents: [...this.#agents.values()],
-      sources: [...this.#sources.values()],
+      sources: [...this.#sources.all()],
       keys: [...this.#keys.values()].map((k) => k.record),
       retired_keys: this.#retiredKeys.entries(),
       disputes: this.#disputes.all(),
@@ -115,40 +116,76 @@ export class Registry {
     return this.#agents.get(agentId)
   }
 
-  sourcesOfAgent(agentId: string): SourceRecord[] {
-    return [...this.#sourcesByAgent.of(agentId)].map((id) => this.#sources.get(id) as SourceRecord)
+  /** Every agent, oldest first. */
+  agents(): IterableIterator<AgentRecord> {
+    return this.#agents.values()
   }
 
-  /** Slots the agent's sources take. */
+  /** The operator changes an agent's slots: never below those its live sources take. */
+  setAgentSlots(agentId: string, slots: number): Promise<AgentRecord> {
+    return this.#changes.run(() => {
+      const agent = this.#agents.get(agentId)
+      if (agent === undefined) throw new ApiError('not_found', 'no such agent')
+      const used = this.slotsUsed(agentId)
+      if (slots < used) throw new ApiError('slots_in_use', `agent ${agentId} has ${used} sources on its slots: retire some before going below ${used}`)
+      if (agent.slots !== slots) {
+        this.#changes.touch(agent, this.#changes.current.agents)
+        agent.slots = slots
+      }
+      return agent
+    })
+  }
+
+  /** The agent's sources, retired ones included, oldest first. */
+  sourcesOfAgent(agentId: string): SourceRecord[] {
+    return this.#sources.ofAgent(agentId)
+  }
+
+  /** The creator's sources over all its agents, retired ones included, oldest first. */
+  sourcesOfCreator(creatorId: string): SourceRecord[] {
+    return this.#sources.ofCreator(creatorId)
+  }
+
+  /** Every source, retired ones included, oldest first. */
+  sources(): IterableIterator<SourceRecord> {
+    return this.#sources.all()
+  }
+
+  /** Slots the agent's live sources take (a retired source takes none). */
   slotsUsed(agentId: string): number {
-    return this.#sourcesByAgent.of(agentId).size
+    return this.#sources.slotsUsed(agentId)
   }
 
   /** Registers a source on one of the agent's open slots. */
   createSource(input: { agent: AgentRecord; manifest: Manifest; listing: Listing }): Promise<SourceRecord> {
-    return this.#changes.run(() => {
-      if (this.slotsUsed(input.agent.agent_id) >= input.agent.slots) {
-        throw new ApiError('no_open_slot', `agent ${input.agent.agent_id} has no open slot`)
-      }
-      if (this.#sources.size >= REGISTRY_LIMITS.sources) throw new ApiError('limit_exceeded', `at most ${REGISTRY_LIMITS.sources} sources: ask the operator`)
-      const source: SourceRecord = {
-        source_id: newId('src'),
-        agent_id: input.agent.agent_id,
-        creator_id: input.agent.creator_id,
-        manifest: input.manifest,
-        listing: input.listing,
-        created_at: this.#iso(),
-        flagged_for_review_at: null,
-      }
-      this.#changes.put(this.#sources, source.source_id, source)
-      this.#changes.group(this.#sourcesByAgent, source.agent_id, source.source_id)
-      this.#changes.current.sources.push(source)
-      return source
-    })
+    return this.#changes.run(() => this.#sources.create(input.agent, input.manifest, input.listing, this.#iso()))
   }
 
+  /**
+   * A live source: what ingest and every new use go through. A retired source is not
+   * one, so ingest to it takes the path of a source that does not exist.
+   */
   source(sourceId: string): SourceRecord | undefined {
+    const source = this.#sources.get(sourceId)
+    return source === undefined || source.retired_at !== null ? undefined : source
+  }
+
+  /** Any source ever registered, retired ones included: for reading a source and its history. */
+  anySource(sourceId: string): SourceRecord | undefined {
     return this.#sources.get(sourceId)
+  }
+
+  /**
+   * Replaces a live source's manifest, listing or both, in place: a request in flight
+   * meets the new max_rate, severity levels and chains at its next check.
+   */
+  updateSource(sourceId: string, changes: { manifest?: Manifest; listing?: Listing }): Promise<SourceRecord> {
+    return this.#changes.run(() => this.#sources.update(sourceId, changes, this.#iso()))
+  }
+
+  /** Live → retired, final; its slot is free at once. Retiring again changes nothing. */
+  retireSource(sourceId: string): Promise<SourceRecord> {
+    return this.#changes.run(() => this.#sources.retire(sourceId, this.#iso()))
   }
 
   /** Marks a source for review after sustained over-rate; idempotent. */
@@ -174,6 +211,7 @@ export class Registry {
   /** Spec 3.1: every new key starts pending. */
   addKey(sourceId: string, publicKey: Uint8Array): Promise<KeyRecord> {
     return this.#changes.run(() => {
+      this.#sources.live(sourceId)
       const encoded = Buffer.from(publicKey).toString('base64url')
       const existing = this.keysOf(sourceId)
       const live = existing.filter((k) => k.state !== 'revoked')
@@ -195,6 +233,7 @@ export class Registry {
         promoted_at: null,
         grace_at: null,
         revoked_at: null,
+        revocation_reason: null,
       }
       this.#changes.put(this.#keys, record.key_id, { record, publicKey: Buffer.from(publicKey) })
       this.#changes.group(this.#keysBySource, sourceId, record.key_id)
@@ -252,6 +291,7 @@ export class Registry {
   promoteKey(sourceId: string, keyId: string): Promise<KeyRecord> {
     const promoted = this.#changes.run(() => {
       const key = this.#required(sourceId, keyId)
+      this.#sources.live(sourceId)
       if (key.state !== 'pending') throw new ApiError('invalid_key_state', `only a pending key can be promoted; this key is ${key.state}`)
       if (key.tested_at === null) throw new ApiError('key_not_tested', 'send a test signal signed with this key before promoting it')
       const now = this.#iso()
@@ -280,15 +320,26 @@ export class Registry {
     return key.record.state === 'pending' || this.#promoting.has(key.record.key_id)
   }
 
-  /** Any state → revoked; forward-only and immediate: requests already waiting for verification or the log see it too. */
-  revokeKey(sourceId: string, keyId: string): Promise<KeyRecord> {
+  /**
+   * Any state → revoked; forward-only and immediate: requests already waiting for
+   * verification or the log see it too. Also for a retired source's keys: revoking a
+   * leaked key comes before disputing what it signed. Revoking again changes nothing,
+   * except that it may give a reason where none was given, or turn `rotation` into
+   * `compromise` (a leak found after a planned rotation); a compromise is never taken back.
+   */
+  revokeKey(sourceId: string, keyId: string, reason: RevocationReason | null = null): Promise<KeyRecord> {
     return this.#changes.run(() => {
       const key = this.#required(sourceId, keyId)
       if (key.state !== 'revoked') {
         this.#changes.touch(key, this.#changes.current.keys)
         key.state = 'revoked'
         key.revoked_at = this.#iso()
+        key.revocation_reason = reason
         this.#pruneRevoked(this.keysOf(sourceId), REGISTRY_LIMITS.revokedKeysPerSource)
+      } else if (reason !== null && reason !== key.revocation_reason) {
+        if (key.revocation_reason === 'compromise') throw new ApiError('invalid_key_state', 'this key was revoked for compromise, which is never taken back')
+        this.#changes.touch(key, this.#changes.current.keys)
+        key.revocation_reason = reason
       }
       return key
     })

@@ -41,6 +41,8 @@ export const ERROR_STATUS = {
   limit_exceeded: 409,
   key_not_revoked: 409,
   invalid_dispute_state: 409,
+  slots_in_use: 409,
+  source_retired: 409,
   unknown_signal: 400,
   payload_too_large: 413,
   // edge

@@ -38,10 +38,37 @@ export const RegisterKeyRequest = Type.Object(
 )
 export type RegisterKeyRequest = Type.Static<typeof RegisterKeyRequest>
 
+/** An agent's slots, changed by the operator; never below the sources it holds (409 slots_in_use). */
+export const UpdateAgentRequest = Type.Object({ slots: Type.Integer({ minimum: 1, maximum: MAX_SLOTS_PER_AGENT }) }, { additionalProperties: false })
+export type UpdateAgentRequest = Type.Static<typeof UpdateAgentRequest>
+
+/**
+ * A source's manifest and listing, each replaced whole when given (the manifest is
+ * checked by its own schema, as at registration, so a bad one gets invalid_manifest).
+ */
+export const UpdateSourceRequest = Type.Object(
+  { manifest: Type.Optional(Type.Unknown()), listing: Type.Optional(Type.Unknown()) },
+  { additionalProperties: false },
+)
+export type UpdateSourceRequest = Type.Static<typeof UpdateSourceRequest>
+
+/** Why a key was revoked: a planned rotation, or a leak (spec 5.3's compromise flow). */
+export const REVOCATION_REASONS = ['rotation', 'compromise'] as const
+export type RevocationReason = (typeof REVOCATION_REASONS)[number]
+
+export const RevokeKeyRequest = Type.Object(
+  { reason: Type.Optional(Type.Union(REVOCATION_REASONS.map((r) => Type.Literal(r)))) },
+  { additionalProperties: false },
+)
+export type RevokeKeyRequest = Type.Static<typeof RevokeKeyRequest>
+
 export const checkCreateToken = compileCheck<CreateTokenRequest>(CreateTokenRequest, 'body')
 export const checkCreateAgent = compileCheck<CreateAgentRequest>(CreateAgentRequest, 'body')
 export const checkCreateSource = compileCheck<CreateSourceRequest>(CreateSourceRequest, 'body')
 export const checkRegisterKey = compileCheck<RegisterKeyRequest>(RegisterKeyRequest, 'body')
+export const checkUpdateAgent = compileCheck<UpdateAgentRequest>(UpdateAgentRequest, 'body')
+export const checkUpdateSource = compileCheck<UpdateSourceRequest>(UpdateSourceRequest, 'body')
+export const checkRevokeKey = compileCheck<RevokeKeyRequest>(RevokeKeyRequest, 'body')
 
 /** The evidence a review reads, and its note on the decision. */
 const DisputeText = Type.String({ minLength: 1, maxLength: 1000 })

@@ -6,8 +6,13 @@ export {
   checkOpenDispute,
   checkRegisterKey,
   checkResolveDispute,
+  checkRevokeKey,
+  checkUpdateAgent,
+  checkUpdateSource,
   MAX_SLOTS_PER_AGENT,
   type OpenDisputeRequest,
+  REVOCATION_REASONS,
+  type RevocationReason,
 } from './control.js'
 export { SignalAcceptedEvent } from './events.js'
 export { CHAINS, checkManifest, enforcedMaxRate, Listing, Manifest, rateCeilingProblem, ratePerMs, type RateCeiling } from './manifest.js'

@@ -1,5 +1,15 @@
 import { ERROR_STATUS, ErrorBody } from './api-error.js'
-import { CreateAgentRequest, CreateSourceRequest, CreateTokenRequest, OpenDisputeRequest, RegisterKeyRequest, ResolveDisputeRequest } from './control.js'
+import {
+  CreateAgentRequest,
+  CreateSourceRequest,
+  CreateTokenRequest,
+  OpenDisputeRequest,
+  RegisterKeyRequest,
+  ResolveDisputeRequest,
+  RevokeKeyRequest,
+  UpdateAgentRequest,
+  UpdateSourceRequest,
+} from './control.js'
 import { SignalAcceptedEvent } from './events.js'
 import { Listing, Manifest } from './manifest.js'
 import { AcceptedBody, SignalPayloadSchema } from './signal.js'
@@ -24,6 +34,8 @@ const withBody = (...own: number[]) => control(400, 413, ...own)
 /** Actions that take no input: no body at all, or `{}`. */
 const noInput = { required: false, ...json({ type: 'object', maxProperties: 0 }) }
 const path = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } })
+const query = (name: string, schema: Record<string, unknown>) => ({ name, in: 'query', schema })
+const page = (max: number) => [query('limit', { type: 'integer', minimum: 1, maximum: max }), query('cursor', { type: 'string' })]
 const header = (name: string, description: string, required = true) => ({ name, in: 'header', required, description, schema: { type: 'string' } })
 
 /** The review's decision on a dispute: the same request for either outcome. */
@@ -84,15 +96,56 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       },
       '/v1/admin/tokens/{token_id}': { get: { security: bearer, parameters: [path('token_id')], responses: { '200': { description: 'token record', ...ok({}) }, ...control(404) } } },
       '/v1/admin/tokens/{token_id}/revoke': { post: { security: bearer, parameters: [path('token_id')], requestBody: noInput, responses: { '200': { description: 'revoked token record; repeating it changes nothing', ...ok({}) }, ...withBody(404) } } },
-      '/v1/admin/agents': { post: { security: bearer, requestBody: json(CreateAgentRequest), responses: { '201': { description: 'agent', ...ok({}) }, ...withBody(409) } } },
-      '/v1/byo/sources': { post: { security: bearer, requestBody: json(CreateSourceRequest), responses: { '201': { description: 'source_id and ingest_endpoint', ...ok({}) }, ...withBody(404, 409) } } },
-      '/v1/byo/sources/{source_id}': { get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'source', ...ok({}) }, ...control(404) } } },
+      '/v1/admin/agents': {
+        post: { security: bearer, requestBody: json(CreateAgentRequest), responses: { '201': { description: 'agent', ...ok({}) }, ...withBody(409) } },
+        get: {
+          security: bearer,
+          parameters: [query('creator_id', { type: 'string' }), ...page(1000)],
+          responses: { '200': { description: 'agents with slots_used and open_slots, oldest first, with next_cursor (admin token)', ...ok({ type: 'array' }) }, ...control(400) },
+        },
+      },
+      '/v1/admin/agents/{agent_id}': {
+        patch: {
+          security: bearer,
+          parameters: [path('agent_id')],
+          requestBody: json(UpdateAgentRequest),
+          responses: { '200': { description: 'agent with its new slots (admin token); never below slots_used (409 slots_in_use)', ...ok({}) }, ...withBody(404, 409) },
+        },
+      },
+      '/v1/byo/sources': {
+        post: { security: bearer, requestBody: json(CreateSourceRequest), responses: { '201': { description: 'source_id and ingest_endpoint', ...ok({}) }, ...withBody(404, 409) } },
+        get: {
+          security: bearer,
+          parameters: [query('creator_id', { type: 'string' }), query('agent_id', { type: 'string' }), query('state', { type: 'string', enum: ['live', 'retired'] }), ...page(200)],
+          responses: { '200': { description: "the caller's sources (the admin: every source), oldest first, with next_cursor", ...ok({ type: 'array' }) }, ...control(400) },
+        },
+      },
+      '/v1/byo/sources/{source_id}': {
+        get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'source, live or retired', ...ok({}) }, ...control(404) } },
+        patch: {
+          security: bearer,
+          parameters: [path('source_id')],
+          requestBody: json(UpdateSourceRequest),
+          responses: { '200': { description: 'source with the manifest and/or listing replaced', ...ok({}) }, ...withBody(404, 409) },
+        },
+      },
+      '/v1/byo/sources/{source_id}/retire': {
+        post: { security: bearer, parameters: [path('source_id')], requestBody: noInput, responses: { '200': { description: 'retired source; its slot is free; repeating it changes nothing', ...ok({}) }, ...withBody(404) } },
+      },
       '/v1/byo/sources/{source_id}/keys': {
         get: { security: bearer, parameters: [path('source_id')], responses: { '200': { description: 'keys', ...ok({ type: 'array' }) }, ...control(404) } },
         post: { security: bearer, parameters: [path('source_id')], requestBody: json(RegisterKeyRequest), responses: { '201': { description: 'pending key', ...ok({}) }, ...withBody(404, 409) } },
       },
       '/v1/byo/sources/{source_id}/keys/{key_id}/promote': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], requestBody: noInput, responses: { '200': { description: 'active key', ...ok({}) }, ...withBody(404, 409) } } },
-      '/v1/byo/sources/{source_id}/keys/{key_id}/revoke': { post: { security: bearer, parameters: [path('source_id'), path('key_id')], requestBody: noInput, responses: { '200': { description: 'revoked key', ...ok({}) }, ...withBody(404) } } },
+      '/v1/byo/sources/{source_id}/keys/{key_id}': { get: { security: bearer, parameters: [path('source_id'), path('key_id')], responses: { '200': { description: 'key', ...ok({}) }, ...control(404) } } },
+      '/v1/byo/sources/{source_id}/keys/{key_id}/revoke': {
+        post: {
+          security: bearer,
+          parameters: [path('source_id'), path('key_id')],
+          requestBody: { required: false, ...json(RevokeKeyRequest) },
+          responses: { '200': { description: 'revoked key, with revocation_reason', ...ok({}) }, ...withBody(404, 409) },
+        },
+      },
       '/v1/byo/sources/{source_id}/ingest-errors': {
         get: {
           security: bearer,

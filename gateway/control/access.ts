@@ -6,10 +6,12 @@ const operates = (principal: Principal, creatorId: string) => principal.role ===
 
 /**
  * The source if `principal` operates it (its creator) or is the admin. Anyone else
- * gets the same 404 as for a source that does not exist, so ids cannot be probed.
+ * gets the same 404 as for a source that does not exist, so ids cannot be probed. A
+ * retired source is found too, so its record and history stay readable; the registry
+ * refuses the changes only a live source takes (`409 source_retired`).
  */
 export function ownedSource(registry: Registry, principal: Principal, sourceId: string): SourceRecord {
-  const source = registry.source(sourceId)
+  const source = registry.anySource(sourceId)
   if (source !== undefined && operates(principal, source.creator_id)) return source
   throw new ApiError('not_found', 'no such source')
 }

@@ -1,9 +1,16 @@
+import type { AgentRecord, Registry } from '../../registry/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { ownedAgent, pageLimit } from './access.js'
 import { pageAfter } from './paging.js'
 import { sourceView } from './source-routes.js'
 
 export const AGENT_SOURCES_PAGE = { default: 50, max: 200 } as const
+
+/** An agent as shown: with the slots its live sources take and those still open. */
+export function agentView(registry: Registry, agent: AgentRecord) {
+  const used = registry.slotsUsed(agent.agent_id)
+  return { ...agent, slots_used: used, open_slots: Math.max(0, agent.slots - used) }
+}
 
 /**
  * An agent and its sources, for its creator (and the admin). Besides being what a
@@ -15,9 +22,7 @@ export function registerAgentRoutes(parts: JsonRoutesParts, baseUrl: () => strin
   const { registry } = parts
 
   jsonRoute(parts, 'get', '/v1/byo/agents/:agent_id', { access: 'creator' }, ({ principal, params }) => {
-    const agent = ownedAgent(registry, principal, params[0] as string)
-    const used = registry.slotsUsed(agent.agent_id)
-    return { status: 200, data: { ...agent, slots_used: used, open_slots: Math.max(0, agent.slots - used) } }
+    return { status: 200, data: agentView(registry, ownedAgent(registry, principal, params[0] as string)) }
   })
 
   // Oldest first; the cursor is the last source id of the previous page.

@@ -1,5 +1,5 @@
 import { parsePublicKey } from '../../registry/index.js'
-import { ApiError, checkRegisterKey } from '../../schemas/index.js'
+import { ApiError, checkRegisterKey, checkRevokeKey } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { noBody, ownedSource, parseBody } from './access.js'
 
@@ -24,16 +24,24 @@ export function registerKeyRoutes(parts: JsonRoutesParts, ingestSettled: () => P
     return { status: 200, data: registry.keysOf(source.source_id), nextCursor: null }
   })
 
+  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/keys/:key_id', { access: 'creator' }, ({ principal, params }) => {
+    const source = ownedSource(registry, principal, params[0] as string)
+    const key = registry.key(source.source_id, params[1] as string)
+    if (key === undefined) throw new ApiError('not_found', 'no such key for this source')
+    return { status: 200, data: key.record }
+  })
+
   jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/keys/:key_id/promote', { access: 'creator' }, async ({ principal, params, body }) => {
     noBody(body)
     const source = ownedSource(registry, principal, params[0] as string)
     return { status: 200, data: await registry.promoteKey(source.source_id, params[1] as string) }
   })
 
+  // An optional reason (rotation or compromise) is kept on the key record.
   jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/keys/:key_id/revoke', { access: 'creator' }, async ({ principal, params, body }) => {
-    noBody(body)
+    const input = parseBody(checkRevokeKey, body)
     const source = ownedSource(registry, principal, params[0] as string)
-    const revoked = await registry.revokeKey(source.source_id, params[1] as string)
+    const revoked = await registry.revokeKey(source.source_id, params[1] as string, input.reason ?? null)
     await ingestSettled()
     return { status: 200, data: revoked }
   })

@@ -1,5 +1,5 @@
 import type { SourceRecord } from '../../registry/index.js'
-import { ApiError, checkCreateSource, checkManifest, Listing, rateCeilingProblem, type RateCeiling, compileCheck } from '../../schemas/index.js'
+import { ApiError, checkCreateSource, checkManifest, Listing, type Manifest, rateCeilingProblem, type RateCeiling, compileCheck } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { ownedAgent, ownedSource, parseBody } from './access.js'
 
@@ -13,10 +13,31 @@ export function sourceView(source: SourceRecord, baseUrl: string) {
     manifest: source.manifest,
     listing: source.listing,
     created_at: source.created_at,
+    updated_at: source.updated_at,
+    state: source.retired_at === null ? 'live' : 'retired',
+    retired_at: source.retired_at,
     ingest_endpoint: `${baseUrl}/v1/byo/sources/${source.source_id}/signals`,
     flagged_for_review: source.flagged_for_review_at !== null,
     flagged_for_review_at: source.flagged_for_review_at,
   }
+}
+
+/** A manifest as a client sent it, checked against its schema and the operator's rate ceiling: `400 invalid_manifest` naming the field. */
+export function parseManifest(given: unknown, rateCeiling: RateCeiling): Manifest {
+  if (given === undefined) throw new ApiError('invalid_manifest', 'manifest is required')
+  const manifest = checkManifest(given)
+  if (!manifest.ok) throw new ApiError('invalid_manifest', manifest.problem)
+  const tooFast = rateCeilingProblem(manifest.value.max_rate, rateCeiling)
+  if (tooFast !== undefined) throw new ApiError('invalid_manifest', tooFast)
+  return manifest.value
+}
+
+/** A listing as a client sent it: absent, or an object without public_receipts, takes its default (false). null is no listing. */
+export function parseListing(given: unknown): Listing {
+  const object = given === undefined ? {} : given
+  const listing = checkListing(typeof object === 'object' && object !== null && !Array.isArray(object) ? { public_receipts: false, ...object } : object)
+  if (!listing.ok) throw new ApiError('invalid_request', listing.problem)
+  return listing.value
 }
 
 /** Registration steps 3 and 4 of spec section 1: submit a manifest, get an endpoint and a source id. */
@@ -26,16 +47,9 @@ export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => stri
   jsonRoute(parts, 'post', '/v1/byo/sources', { access: 'creator' }, async ({ principal, body }) => {
     const input = parseBody(checkCreateSource, body)
     const agent = ownedAgent(registry, principal, input.agent_id)
-    if (input.manifest === undefined) throw new ApiError('invalid_manifest', 'manifest is required')
-    const manifest = checkManifest(input.manifest)
-    if (!manifest.ok) throw new ApiError('invalid_manifest', manifest.problem)
-    const tooFast = rateCeilingProblem(manifest.value.max_rate, rateCeiling)
-    if (tooFast !== undefined) throw new ApiError('invalid_manifest', tooFast)
-    // Absent, or an object without public_receipts: its default (false). null is no listing.
-    const given = input.listing === undefined ? {} : input.listing
-    const listing = checkListing(typeof given === 'object' && given !== null && !Array.isArray(given) ? { public_receipts: false, ...given } : given)
-    if (!listing.ok) throw new ApiError('invalid_request', listing.problem)
-    const source = await registry.createSource({ agent, manifest: manifest.value, listing: listing.value })
+    const manifest = parseManifest(input.manifest, rateCeiling)
+    const listing = parseListing(input.listing)
+    const source = await registry.createSource({ agent, manifest, listing })
     return { status: 201, data: sourceView(source, baseUrl()) }
   })
 

@@ -97,20 +97,22 @@ const clip = (path: string) => (path.length <= MAX_LOGGED_PATH ? path : `${path.
  */
 export function jsonRoute(
   parts: JsonRoutesParts,
-  method: 'get' | 'post',
+  method: 'get' | 'post' | 'patch',
   pattern: string,
   options: RouteOptions,
   handler: (ctx: RouteContext) => Promise<RouteResult> | RouteResult,
 ): void {
   const paramCount = (pattern.match(/:/g) ?? []).length
+  // POST and PATCH carry bodies; GET (and its HEAD) does not.
+  const takesBody = method !== 'get'
   const handle = (reply: Reply, req: HttpRequest, res: HttpResponse) => {
     parts.track(reply)
     const params = Array.from({ length: paramCount }, (_, i) => pathParameter(req.getParameter(i) ?? ''))
     const query = new URLSearchParams(req.getQuery() ?? '')
     const principal = requestPrincipal(parts.registry, req)
-    const framing = method === 'post' ? framingProblem(collectFramingHeaders(req), MAX_CONTROL_BODY_BYTES, { bodyRequired: false }) : undefined
+    const framing = takesBody ? framingProblem(collectFramingHeaders(req), MAX_CONTROL_BODY_BYTES, { bodyRequired: false }) : undefined
     // Read only once the framing is sound: no Content-Length reads as '' (0), and `00` is 0 too.
-    const hasBody = method === 'post' && Number(req.getHeader('content-length')) > 0
+    const hasBody = takesBody && Number(req.getHeader('content-length')) > 0
     // Clipped: the path is the client's, up to the whole request head (about 60 KB).
     const path = clip(req.getUrl())
     let role: string | undefined
@@ -136,9 +138,9 @@ export function jsonRoute(
     }
     if (parts.isDraining()) return fail(new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }), true)
 
-    // A refused POST closes the connection rather than take in a body it will not read; a
-    // GET (and HEAD, which then gets the GET's Content-Length) has none, and keeps it.
-    const closeRefused = method === 'post'
+    // A refused POST or PATCH closes the connection rather than take in a body it will not
+    // read; a GET (and HEAD, which then gets the GET's Content-Length) has none, and keeps it.
+    const closeRefused = takesBody
     if (principal === undefined) return fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'), closeRefused)
     role = principal.role
     if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), closeRefused)
@@ -195,7 +197,7 @@ export function jsonRoute(
     }
   }
   if (method === 'get') return getRoute(parts, pattern, handle)
-  noteMethods(parts, pattern, 'POST')
+  noteMethods(parts, pattern, method.toUpperCase())
   route(parts.app, method, pattern, parts.logger, handle)
 }
 

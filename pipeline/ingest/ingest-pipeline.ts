@@ -5,7 +5,7 @@ import type { SignalLog } from '../log.js'
 import { readRecord } from '../log-reads.js'
 import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js'
 import { isPoolClosed, type VerifyPool } from '../verify/verify-pool.js'
-import { keyOrClockRefusal, revokedKeyRefusal } from './key-checks.js'
+import { keyOrClockRefusal, retiredSourceRefusal, revokedKeyRefusal } from './key-checks.js'
 import { IngestState, type RebuildReport, type SavedState } from './ingest-state.js'
 import { RateLimiter } from './rate-limiter.js'
 import { findSignal, type SignalLookup } from './signal-lookup.js'
@@ -112,10 +112,10 @@ export class IngestPipeline {
     // Revocation is immediate, also for a request that waited for a worker. The skew is
     // checked again at claim time: the nonce window covers a replay only while the
     // timestamp is within it, and a request may have waited since the edge.
-    const refusal = keyOrClockRefusal(key, req.requestTimeMs, now)
+    const refusal = retiredSourceRefusal(req.source) ?? keyOrClockRefusal(key, req.requestTimeMs, now)
     if (refusal !== undefined) throw refusal
     // The source's max_rate under the operator's ceiling: sizes its share of the nonce
-    // store here and its token bucket at the rate step.
+    // store (the rate step reads it again, as it is then).
     const maxRate = enforcedMaxRate(req.source.manifest.max_rate, this.#o.rateCeiling)
     const nonceRoom = this.#claimNonce(req, now, maxRate)
 
@@ -131,7 +131,7 @@ export class IngestPipeline {
     if (req.idempotencyKeyCount > 1 || (req.idempotencyKey !== undefined && !isValidSignalId(req.idempotencyKey))) {
       throw new ApiError('invalid_body', 'Idempotency-Key must appear once and follow the signal_id format')
     }
-    return this.#deduplicated(req, signalId, nonceRoom, maxRate)
+    return this.#deduplicated(req, signalId, nonceRoom)
   }
 
   /**
@@ -157,15 +157,15 @@ export class IngestPipeline {
   }
 
   /** Dedup by signal_id and Idempotency-Key; concurrent duplicates wait for the first. */
-  async #deduplicated(req: SignedRequest, signalId: string, nonceRoom: boolean, maxRate: Manifest['max_rate']): Promise<AcceptedBody> {
+  async #deduplicated(req: SignedRequest, signalId: string, nonceRoom: boolean): Promise<AcceptedBody> {
     const sourceId = req.source.source_id
     for (;;) {
       const found = this.#state.dedup.lookup(sourceId, signalId, req.idempotencyKey, req.bodySha256, this.#o.now())
       switch (found.kind) {
         case 'in_flight':
           await found.settled
-          // The wait can outlast a revocation, which must win over the replay's 202.
-          assertNotRevoked(req.key)
+          // The wait can outlast a revocation or a retirement, which must win over the replay's 202.
+          assertStillTaken(req)
           continue
         case 'replay':
           if (found.unboundKey !== undefined) this.#bindKey(sourceId, found.unboundKey, found.record)
@@ -184,7 +184,7 @@ export class IngestPipeline {
           }
           const release = this.#state.dedup.reserve(sourceId, signalId, req.idempotencyKey)
           try {
-            return await this.#admit(req, signalId, dedupId, fingerprint, nonceRoom, maxRate)
+            return await this.#admit(req, signalId, dedupId, fingerprint, nonceRoom)
           } finally {
             release()
           }
@@ -199,7 +199,6 @@ export class IngestPipeline {
     dedupId: string,
     fingerprint: Fingerprint,
     nonceRoom: boolean,
-    maxRate: Manifest['max_rate'],
   ): Promise<AcceptedBody> {
     const { source, key } = req
     const fields = validateSignalFields(req.json.ok ? req.json.value : undefined, {
@@ -213,6 +212,8 @@ export class IngestPipeline {
 
     // A source signing far more than its max_rate, over all its keys: its own excess, refused like one.
     if (!nonceRoom) throw new ApiError('rate_limited', 'too many signed requests for this source in the nonce window', { retryAfter: 60 })
+    // Read as it is now: a max_rate lowered while this request was verified applies to it.
+    const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
     const rate = this.#rates.take(source.source_id, maxRate, this.#o.now())
     if (!rate.ok) {
       if (rate.sustained && source.flagged_for_review_at === null) {
@@ -241,9 +242,9 @@ export class IngestPipeline {
 
   /** Appends the signal, then remembers it for dedup and in the signal-id history. */
   #append(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint, stored: { yes: boolean }): Promise<AcceptedBody> {
-    // Last look before the append: a revocation made by now wins. One made after it
-    // waits for this request (settled()) before it is acknowledged.
-    assertNotRevoked(req.key)
+    // Last look before the append: a revocation or retirement made by now wins. One made
+    // after it waits for this request (settled()) before it is acknowledged.
+    assertStillTaken(req)
     const done = this.#appendChecked(req, record, dedupId, fingerprint, stored)
     this.#pastLastCheck.add(done)
     const forget = () => void this.#pastLastCheck.delete(done)
@@ -398,9 +399,10 @@ function awaitsTest(key: LiveKey): boolean {
   return key.record.state === 'pending' && key.record.tested_at === null
 }
 
-function assertNotRevoked(key: LiveKey): void {
-  const revoked = revokedKeyRefusal(key)
-  if (revoked !== undefined) throw revoked
+/** The request's key not revoked and its source not retired, since it was last checked. */
+function assertStillTaken(req: SignedRequest): void {
+  const refusal = retiredSourceRefusal(req.source) ?? revokedKeyRefusal(req.key)
+  if (refusal !== undefined) throw refusal
 }
 
 /**

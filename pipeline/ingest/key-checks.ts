@@ -1,5 +1,5 @@
 import { ApiError, isWithinSkew } from '../../schemas/index.js'
-import type { LiveKey } from '../../registry/index.js'
+import type { LiveKey, SourceRecord } from '../../registry/index.js'
 
 /**
  * The checks of a request's key and clock that the edge makes on the head, before any
@@ -18,4 +18,17 @@ export function keyOrClockRefusal(key: LiveKey, requestTimeMs: number, nowMs: nu
   if (revoked !== undefined) return revoked
   if (!isWithinSkew(nowMs, requestTimeMs)) return new ApiError('stale_timestamp', 'X-Svc-Timestamp is more than 300 seconds from the server clock')
   return undefined
+}
+
+/** An unknown source and an unknown key look the same, so ids cannot be probed. */
+export function unknownKeyRefusal(): ApiError {
+  return new ApiError('unknown_key', 'no such key for this source')
+}
+
+/**
+ * A retired source takes nothing more, from the moment it is retired: a request that
+ * passed the edge before then gets the refusal of a source that does not exist.
+ */
+export function retiredSourceRefusal(source: SourceRecord): ApiError | undefined {
+  return source.retired_at === null ? undefined : unknownKeyRefusal()
 }

@@ -24,11 +24,11 @@ t.test('admin endpoints need the admin token', async (t) => {
 
 t.test('another method on a control-plane path is 405 with Allow, not the 404 of a path that does not exist', async (t) => {
   for (const [method, path, allow] of [
-    ['GET', '/v1/admin/agents', 'POST'],
+    ['PUT', '/v1/admin/agents', 'POST, GET, HEAD'],
     ['GET', '/v1/admin/tokens/tok_x/revoke', 'POST'],
-    ['DELETE', '/v1/admin/agents', 'POST'],
+    ['DELETE', '/v1/admin/agents/a', 'PATCH'],
     ['GET', '/v1/byo/sources/src_x/keys/key_y/promote', 'POST'],
-    ['PUT', '/v1/byo/sources/src_x', 'GET, HEAD'],
+    ['PUT', '/v1/byo/sources/src_x', 'GET, HEAD, PATCH'],
     ['POST', '/v1/byo/sources/src_x/ingest-errors', 'GET, HEAD'],
     ['POST', '/healthz', 'GET, HEAD'],
     ['DELETE', '/readyz', 'GET, HEAD'],
@@ -72,11 +72,11 @@ t.test('HEAD answers like GET without a body, so the next response on the connec
     [`/metrics`, 200],
     ['/v1/byo/sources/src_nothing', 404],
     ['/v1/byo/sources/src_x/signals', 405],
-    ['/v1/admin/agents', 405],
+    ['/v1/admin/tokens/tok_x/revoke', 405],
     ['/no/such/path', 404],
   ] as const) {
     const head = await exchange([`HEAD ${path} HTTP/1.1\r\nHost: x\r\n${auth}\r\n`, `GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n`])
-    const get = await fetch(`${gw.url}${path}`, { method: path.endsWith('/signals') || path.endsWith('/agents') ? 'PUT' : 'GET', headers: { authorization: `Bearer ${gw.adminToken}` } })
+    const get = await fetch(`${gw.url}${path}`, { method: path.endsWith('/signals') || path.endsWith('/revoke') ? 'PUT' : 'GET', headers: { authorization: `Bearer ${gw.adminToken}` } })
     const getBody = await get.text()
     const [first, ...rest] = head.split('HTTP/1.1 ').filter((part) => part !== '')
     t.match(first, new RegExp(`^${status} `), `HEAD ${path}: ${status}`)

@@ -14,6 +14,8 @@ t.test('a source flagged for review shows it in its status, with the time', asyn
     listing: { public_receipts: false },
     created_at: '2026-01-01T00:00:00.000Z',
     flagged_for_review_at: null,
+    updated_at: null,
+    retired_at: null,
   }
   t.match(sourceView(record, 'http://x'), { flagged_for_review: false, flagged_for_review_at: null })
   const flagged = { ...record, flagged_for_review_at: '2026-01-01T00:10:00.000Z' }

@@ -1,0 +1,62 @@
+import type { SourceRecord } from '../../registry/index.js'
+import { ApiError, checkUpdateSource, type RateCeiling } from '../../schemas/index.js'
+import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
+import { noBody, ownedSource, pageLimit, parseBody } from './access.js'
+import { pageAfter } from './paging.js'
+import { closedQuery, idFilter, oneOf } from './query.js'
+import { parseListing, parseManifest, sourceView } from './source-routes.js'
+
+export const SOURCES_PAGE = { default: 50, max: 200 } as const
+
+const STATES = ['live', 'retired'] as const
+
+/**
+ * A source's life after registration: the creator's list of its sources, a new manifest
+ * or listing, and retirement. `ingestSettled` resolves once every signal that passed its
+ * last check so far has its answer: a retirement is acknowledged only after it, so no
+ * 202 for the source follows.
+ */
+export function registerSourceLifecycleRoutes(parts: JsonRoutesParts, baseUrl: () => string, rateCeiling: RateCeiling, ingestSettled: () => Promise<void>): void {
+  const { registry } = parts
+
+  // Oldest first. A creator sees its own sources only (a creator_id or agent_id of
+  // another creator finds nothing); the admin sees every source.
+  jsonRoute(parts, 'get', '/v1/byo/sources', { access: 'creator' }, ({ principal, query }) => {
+    closedQuery(query, ['creator_id', 'agent_id', 'state', 'limit', 'cursor'])
+    const creatorId = idFilter(query, 'creator_id')
+    const agentId = idFilter(query, 'agent_id')
+    const state = oneOf(query, 'state', STATES)
+    const limit = pageLimit(query, SOURCES_PAGE)
+    const own = principal.role === 'admin' ? null : principal.subject
+    // The narrowest index that holds every match; sources are never dropped, so the
+    // cursor (the last source id listed) is always found among them.
+    const creator = own ?? creatorId
+    const among = agentId !== null ? registry.sourcesOfAgent(agentId) : creator !== null ? registry.sourcesOfCreator(creator) : registry.sources()
+    const keep = (s: SourceRecord) =>
+      (own === null || s.creator_id === own) &&
+      (creatorId === null || s.creator_id === creatorId) &&
+      (state === null || (state === 'live') === (s.retired_at === null))
+    const page = pageAfter(among, (s) => s.source_id, query.get('cursor'), limit, keep)
+    return { status: 200, data: page.items.map((s) => sourceView(s, baseUrl())), nextCursor: page.nextCursor }
+  })
+
+  // Each field given is replaced whole and checked as at registration; a lower max_rate
+  // applies from the next request checked against it.
+  jsonRoute(parts, 'patch', '/v1/byo/sources/:source_id', { access: 'creator' }, async ({ principal, params, body }) => {
+    const source = ownedSource(registry, principal, params[0] as string)
+    const input = parseBody(checkUpdateSource, body)
+    if (input.manifest === undefined && input.listing === undefined) throw new ApiError('invalid_request', 'give manifest, listing or both')
+    const manifest = input.manifest === undefined ? undefined : parseManifest(input.manifest, rateCeiling)
+    const listing = input.listing === undefined ? undefined : parseListing(input.listing)
+    const updated = await registry.updateSource(source.source_id, { ...(manifest === undefined ? {} : { manifest }), ...(listing === undefined ? {} : { listing }) })
+    return { status: 200, data: sourceView(updated, baseUrl()) }
+  })
+
+  jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/retire', { access: 'creator' }, async ({ principal, params, body }) => {
+    noBody(body)
+    const source = ownedSource(registry, principal, params[0] as string)
+    const retired = await registry.retireSource(source.source_id)
+    await ingestSettled()
+    return { status: 200, data: sourceView(retired, baseUrl()) }
+  })
+}
