@@ -37,6 +37,15 @@ export interface KeyView {
   readonly revoked_at: string | null
 }
 
+/** An accepted signal, as its source's creator sees it. */
+export interface SignalView {
+  readonly signal_id: string
+  readonly source_id: string
+  /** disputed once an accepted dispute covers it. */
+  readonly state: 'accepted' | 'disputed'
+  readonly dispute_id: string | null
+}
+
 /** One refused push, as the source's creator sees it. */
 export interface IngestErrorView {
   readonly request_id: string

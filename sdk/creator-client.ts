@@ -1,4 +1,4 @@
-import type { AgentView, IngestErrorView, KeyView, Page, SourceView } from './creator-api.js'
+import type { AgentView, IngestErrorView, KeyView, Page, SignalView, SourceView } from './creator-api.js'
 import type { CreatorKey } from './creator-key.js'
 import { CreatorApiError } from './errors.js'
 import type { RetryOptions } from './retry-policy.js'
@@ -104,6 +104,15 @@ export class CreatorClient {
   /** The source's refused pushes, newest first. */
   listIngestErrors(sourceId: string, page: { limit?: number; cursor?: string } = {}): Promise<Page<IngestErrorView>> {
     return this.#page('list ingest errors', `/v1/byo/sources/${enc(sourceId)}/ingest-errors`, page)
+  }
+
+  /**
+   * Whether the gateway holds an accepted signal under this id: after a push that gave up
+   * at its deadline, this says whether an attempt got through. A `CreatorApiError` with
+   * status 404 when it does not (or accepted it longer ago than it remembers).
+   */
+  getSignal(sourceId: string, signalId: string): Promise<SignalView> {
+    return this.#call('get signal', 'GET', `/v1/byo/sources/${enc(sourceId)}/signals/${enc(signalId)}`)
   }
 
   /** A client that pushes this source's signals with this key. */

@@ -6,7 +6,7 @@
  * and imports nothing else (no node: modules; test/sdk/import-graph.test.ts checks).
  */
 export { CreatorClient, type AddKeyInput, type CreatorClientOptions, type OnboardedSource, type OnboardSourceInput } from './creator-client.js'
-export type { AgentView, IngestErrorView, KeyState, KeyView, Page, SourceView } from './creator-api.js'
+export type { AgentView, IngestErrorView, KeyState, KeyView, Page, SignalView, SourceView } from './creator-api.js'
 export { generateCreatorKeyPem, loadCreatorKey, type CreatorKey, type KeyInput, type LoadKeyOptions } from './creator-key.js'
 export type { Ed25519Backend, Ed25519Signer } from './ed25519-signer.js'
 export { CreatorApiError, GatewaySdkError, KeyFormatError, PushError, type PushErrorDetails, type PushFailure } from './errors.js'
