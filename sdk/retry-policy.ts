@@ -4,7 +4,11 @@
  */
 
 export interface RetryOptions {
-  /** Give up once this long has passed since the first send (default 60,000 ms). */
+  /**
+   * Give up once this long has passed since the first send (default 60,000 ms, at most
+   * 300,000: the gateway takes a signal only while its `ts` is within 300 s of the
+   * attempt's timestamp, so later attempts of the same body could only be refused).
+   */
   readonly deadlineMs?: number
   /** One request may take this long before it is abandoned and counted as a network error (default 10,000 ms). */
   readonly attemptTimeoutMs?: number
@@ -26,14 +30,18 @@ export const DEFAULT_RETRY: FilledRetryOptions = {
   maxDelayMs: 30_000,
 }
 
+/** The longest deadline: the skew the gateway allows between a signal's ts and the attempt's timestamp. */
+export const MAX_DEADLINE_MS = 300_000
+
 export function fillRetryOptions(options: RetryOptions = {}): FilledRetryOptions {
   const filled = { ...DEFAULT_RETRY }
   for (const name of Object.keys(DEFAULT_RETRY) as Array<keyof FilledRetryOptions>) {
     const value = options[name]
     if (value === undefined) continue
     const least = name === 'factor' ? 1 : name === 'attemptTimeoutMs' ? 1 : 0
-    if (typeof value !== 'number' || !Number.isFinite(value) || value < least) {
-      throw new RangeError(`retry option ${name} must be a finite number of at least ${least}`)
+    const most = name === 'deadlineMs' ? MAX_DEADLINE_MS : Number.MAX_SAFE_INTEGER
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < least || value > most) {
+      throw new RangeError(`retry option ${name} must be a number from ${least} to ${most}`)
     }
     filled[name] = value
   }

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { backoffMs, DEFAULT_RETRY, isRetryableStatus, nextDelayMs, retryAfterMs } from '../../sdk/index.js'
+import { backoffMs, DEFAULT_RETRY, generateCreatorKeyPem, isRetryableStatus, loadCreatorKey, nextDelayMs, retryAfterMs, SourceClient } from '../../sdk/index.js'
 import { fillRetryOptions } from '../../sdk/retry-policy.js'
 
 t.test('the defaults: 60 s deadline, 10 s per attempt, backoff ceilings from 250 ms doubling to 30 s', async (t) => {
@@ -53,9 +53,18 @@ t.test('429 and 503 wait what Retry-After says plus at most a tenth (at most 1 s
 
 t.test('retry options out of range are refused', async (t) => {
   t.throws(() => fillRetryOptions({ deadlineMs: -1 }), /deadlineMs/)
+  t.throws(() => fillRetryOptions({ deadlineMs: 300_001 }), /deadlineMs must be a number from 0 to 300000/, 'past the 300 s skew a retry could only be refused')
+  t.same(fillRetryOptions({ deadlineMs: 300_000 }).deadlineMs, 300_000)
   t.throws(() => fillRetryOptions({ factor: 0.5 }), /factor/)
   t.throws(() => fillRetryOptions({ attemptTimeoutMs: 0 }), /attemptTimeoutMs/)
   t.throws(() => fillRetryOptions({ maxDelayMs: Number.NaN }), /maxDelayMs/)
   t.throws(() => fillRetryOptions({ baseDelayMs: '5' as unknown as number }), /baseDelayMs/)
   t.same(fillRetryOptions({ deadlineMs: 5 }), { ...DEFAULT_RETRY, deadlineMs: 5 })
+})
+
+t.test('a client or a push with retry options out of range is refused before anything is sent', async (t) => {
+  const key = await loadCreatorKey(generateCreatorKeyPem())
+  const base = { gatewayUrl: 'http://127.0.0.1:9', sourceId: 's', keyId: 'k', key }
+  t.throws(() => new SourceClient({ ...base, retry: { deadlineMs: 400_000 } }), RangeError)
+  await t.rejects(new SourceClient(base).push({ signal_id: 'sig_12345678' }, { factor: 0 }), RangeError)
 })
