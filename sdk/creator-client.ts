@@ -1,6 +1,7 @@
 import type { AgentView, IngestErrorView, KeyView, Page, SignalView, SourceView } from './creator-api.js'
 import type { CreatorKey } from './creator-key.js'
 import { CreatorApiError } from './errors.js'
+import { responseText } from './response-text.js'
 import type { RetryOptions } from './retry-policy.js'
 import { SourceClient, type AcceptedSignal } from './source-client.js'
 
@@ -160,7 +161,7 @@ export class CreatorClient {
     const headers: Record<string, string> = { authorization: `Bearer ${this.#token}` }
     if (body !== undefined) headers['content-type'] = 'application/json'
     const res = await this.#fetch(this.#base + path, { method, headers, body: body === undefined ? null : JSON.stringify(body), redirect: 'manual' })
-    const text = await res.text()
+    const text = await responseText(res, MAX_ANSWER_BYTES)
     let parsed: unknown
     try {
       parsed = text === '' ? undefined : JSON.parse(text)
@@ -173,3 +174,6 @@ export class CreatorClient {
 }
 
 const enc = encodeURIComponent
+
+/** A page of 200 sources with their manifests is well under this. */
+const MAX_ANSWER_BYTES = 4 * 1024 * 1024

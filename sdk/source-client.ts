@@ -2,7 +2,11 @@ import { utf8Bytes } from './bytes.js'
 import type { Ed25519Signer } from './ed25519-signer.js'
 import { errorOf, PushError, type PushFailure } from './errors.js'
 import { signRequest } from './request-signing.js'
+import { responseText } from './response-text.js'
 import { fillRetryOptions, isRetryableStatus, nextDelayMs, type RetryOptions } from './retry-policy.js'
+
+/** An ingest answer is under 1 kB; more is not the gateway. */
+const MAX_ANSWER_BYTES = 64 * 1024
 
 /** The gateway's 202 body. */
 export interface AcceptedSignal {
@@ -144,7 +148,7 @@ export class SourceClient {
     }
   }
 
-  /** One request; a network error, a timeout or an unreadable body is a `failed` attempt. */
+  /** One request; a network error, a timeout or an unreadable (or oversized) body is a `failed` attempt. */
   async #send(path: string, headers: Readonly<Record<string, string>>, body: Uint8Array, timeoutMs: number, signal: AbortSignal | undefined): Promise<Attempt> {
     const controller = new AbortController()
     const timer = setTimeout(() => controller.abort(new TimeoutError(timeoutMs)), timeoutMs)
@@ -159,7 +163,7 @@ export class SourceClient {
         redirect: 'manual',
         signal: controller.signal,
       })
-      const text = await res.text()
+      const text = await responseText(res, MAX_ANSWER_BYTES)
       let parsed: unknown
       try {
         parsed = text === '' ? undefined : JSON.parse(text)

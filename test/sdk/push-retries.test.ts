@@ -176,3 +176,13 @@ t.test('a gateway URL with a path prefix: the request goes to, and signs, the pr
   await client.push(s)
   checkAttempts(t, server.received, s.signal_id, `/ingest/v1/byo/sources/${SOURCE}/signals`)
 })
+
+t.test('an answer over 64 kB is not read to its end: the attempt counts as failed and is retried', async (t) => {
+  const s = signal()
+  const { server, client } = await scripted(t, [{ status: 202, body: `"${'x'.repeat(100_000)}"` }, { status: 202, body: acceptedBody(s.signal_id, SOURCE, { deduplicated: true }) }])
+  const events: RetryEvent[] = []
+  const accepted = await client.push(s, { onRetry: (e) => events.push(e) })
+  t.equal(accepted.deduplicated, true)
+  t.match(events[0]?.error, { code: 'response_too_large' })
+  t.equal(server.received.length, 2)
+})
