@@ -1,5 +1,7 @@
 import Type from 'typebox'
 
+export { signingString } from './signing-string.js'
+
 /** Spec 5.2 and 8: the request timestamp against the server clock, and the payload ts against the request timestamp, either way. */
 export const MAX_SKEW_MS = 300_000
 
@@ -8,14 +10,6 @@ export const NONCE_WINDOW_MS = 600_000
 
 /** Whether two instants (ms) are within the 300 s skew of each other, either way, inclusive. */
 export const isWithinSkew = (a: number, b: number): boolean => Math.abs(a - b) <= MAX_SKEW_MS
-
-/**
- * Spec 5.1: what a creator signs, five values joined by a line feed, no trailing line
- * feed; the last is the lowercase hex SHA-256 of the exact raw body bytes.
- */
-export function signingString(method: string, path: string, timestamp: string, nonce: string, bodySha256Hex: string): string {
-  return `${method}\n${path}\n${timestamp}\n${nonce}\n${bodySha256Hex}`
-}
 
 /**
  * The ingest request body, spec section 2.2 with the limits of section 8. This is the

@@ -1,3 +1,15 @@
-/** What a creator's server needs to onboard a source and push signed signals. */
-export { GatewayClient, type GatewayResponse, type OnboardedSource, type OnboardOptions } from './gateway-client.js'
-export { creatorKeyFromSeed, generateCreatorKey, signingString, signPush, type CreatorKey, type SignedPush } from './signing.js'
+/**
+ * The creator SDK (`signal-ingest-gateway/sdk`): load a source's Ed25519 key, onboard a
+ * source with the creator's token, push signed signals with retries. It runs on Node 20,
+ * in browsers and in edge runtimes: it needs fetch, WebCrypto's getRandomValues and
+ * TextEncoder, signs with WebCrypto's Ed25519 where present and @noble/ed25519 otherwise,
+ * and imports nothing else (no node: modules; test/sdk/import-graph.test.ts checks).
+ */
+export { CreatorClient, type AddKeyInput, type CreatorClientOptions, type OnboardedSource, type OnboardSourceInput } from './creator-client.js'
+export type { AgentView, IngestErrorView, KeyState, KeyView, Page, SignalView, SourceView } from './creator-api.js'
+export { generateCreatorKeyPem, loadCreatorKey, type CreatorKey, type KeyInput, type LoadKeyOptions } from './creator-key.js'
+export type { Ed25519Backend, Ed25519Signer } from './ed25519-signer.js'
+export { CreatorApiError, GatewaySdkError, KeyFormatError, PushError, type PushErrorDetails, type PushFailure } from './errors.js'
+export { newNonce, sha256Hex, signingString, signRequest, type SignedRequest, type SignRequestInput } from './request-signing.js'
+export { backoffMs, DEFAULT_RETRY, isRetryableStatus, nextDelayMs, retryAfterMs, type RetryOptions } from './retry-policy.js'
+export { SourceClient, TimeoutError, type AcceptedSignal, type PushOptions, type RetryEvent, type SourceClientOptions } from './source-client.js'

@@ -1,5 +1,5 @@
 import { parentPort } from 'node:worker_threads'
-import { creatorKeyFromSeed, signPush, type CreatorKey } from '../../sdk/index.js'
+import { creatorKeyFromSeed, signPush, type CreatorKey } from '../../harness/signed-push.js'
 import type { SourceKey } from './protocol.js'
 
 /**

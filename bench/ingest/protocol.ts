@@ -8,7 +8,7 @@
 export interface SourceKey {
   readonly sourceId: string
   readonly keyId: string
-  /** base64 of the 32-byte Ed25519 seed (sdk/signing.ts `creatorKeyFromSeed`). */
+  /** base64 of the 32-byte Ed25519 seed (harness/signed-push.ts `creatorKeyFromSeed`). */
   readonly seedBase64: string
 }
 

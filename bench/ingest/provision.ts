@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto'
-import { GatewayClient, creatorKeyFromSeed } from '../../sdk/index.js'
+import { provisionSource } from '../../harness/provision-source.js'
 import type { BenchGateway } from './gateway-process.js'
 import type { SourceKey } from './protocol.js'
 
 /**
- * Sources for the benchmark, each with its own active key, set up through the
- * control plane with the SDK's `onboardSource` (creator token, agent, source, key
- * pending, a test signal signed with the pending key, promote), as the tests do.
- * Keys come from seeds so the load generator can rebuild them from 32 bytes.
+ * Sources for the benchmark, each with its own active key, set up through the control
+ * plane as the tests do (harness/provision-source.ts: creator token and agent with the
+ * admin token, then the SDK's `onboardSource`: source, key pending, a test signal signed
+ * with the pending key, promote). Keys come from seeds so the load generator can rebuild
+ * them from 32 bytes.
  */
 
 /** max_rate at the schema's ceiling, so the rate limiter never answers for the gateway. */
@@ -23,13 +24,12 @@ const TOKEN = 'So11111111111111111111111111111111111111112'
 
 async function provisionOne(gw: BenchGateway, tag: string, i: number): Promise<SourceKey> {
   const seed = createHash('sha256').update(`sgw-bench-${tag}-${i}`).digest()
-  const { sourceId, keyId } = await new GatewayClient(gw.url).onboardSource({
-    adminToken: gw.adminToken,
+  const { sourceId, keyId } = await provisionSource(gw, {
     creatorId: `bench_creator_${tag}_${i}`,
     agentId: `bench_agent_${tag}_${i}`,
     slots: 2,
     manifest: MANIFEST,
-    key: creatorKeyFromSeed(seed),
+    seed,
     testSignal: { signal_id: `bench-test-${tag}-${i}`, ts: new Date().toISOString(), token: TOKEN, severity: 'info' },
   })
   return { sourceId, keyId, seedBase64: seed.toString('base64') }

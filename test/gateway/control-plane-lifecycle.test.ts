@@ -1,5 +1,5 @@
 import t from 'tap'
-import { generateCreatorKey, signPush } from '../../sdk/index.js'
+import { generateCreatorKey, signPush } from '../../harness/signed-push.js'
 import { call, EVM_TOKEN, MANIFEST, payload, provision, push, type ApiResponse, type Provisioned } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 

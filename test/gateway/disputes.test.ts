@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap'
-import { generateCreatorKey } from '../../sdk/index.js'
+import { generateCreatorKey } from '../../harness/signed-push.js'
 import { call, payload, provision, push, type Provisioned } from '../helpers/api.js'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 import { startTestGateway } from '../helpers/gateway-process.js'

@@ -28,11 +28,11 @@ t.test('the same signal_id with a different body is refused with 409 idempotency
 t.test('a retry whose bytes differ only in spacing is a different body: 409', async (t) => {
   const p = payload(src.sourceId)
   t.equal((await push(gw, src.sign(p))).status, 202)
-  const { signPush } = await import('../../sdk/index.js')
+  const { signPush } = await import('../../harness/signed-push.js')
   const spaced = signPush({ sourceId: src.sourceId, keyId: src.keyId, key: src.key, payload: p })
   const body = Buffer.from(JSON.stringify(p, null, 2))
   // Re-sign the re-spaced bytes so only the body hash differs.
-  const { signingString } = await import('../../sdk/index.js')
+  const { signingString } = await import('../../harness/signed-push.js')
   const { sign } = await import('node:crypto')
   const sig = sign(null, Buffer.from(signingString('POST', spaced.path, spaced.headers['x-svc-timestamp']!, spaced.headers['x-svc-nonce']!, body)), src.key.privateKey)
   const res = await push(gw, { ...spaced, body, headers: { ...spaced.headers, 'x-svc-signature': `ed25519=:${sig.toString('base64')}:` } })

@@ -1,6 +1,6 @@
 import { sign } from 'node:crypto'
 import t, { type Test } from 'tap'
-import { signingString } from '../../sdk/index.js'
+import { signingString } from '../../harness/signed-push.js'
 import { payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 import { rawRequest, requestBytes } from '../helpers/raw-http.js'

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { generateCreatorKey } from '../../sdk/index.js'
+import { generateCreatorKey } from '../../harness/signed-push.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 

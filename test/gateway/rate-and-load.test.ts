@@ -2,7 +2,7 @@ import t from 'tap'
 import { call, MANIFEST, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 import { rawRequest, requestBytes } from '../helpers/raw-http.js'
-import { generateCreatorKey } from '../../sdk/index.js'
+import { generateCreatorKey } from '../../harness/signed-push.js'
 
 t.test('pushing above max_rate is refused with 429 rate_limited and Retry-After; a burst of seconds does not flag the source', async (t) => {
   const gw = await startTestGateway(t, { env: { OVER_RATE_FLAG_MINUTES: '1' } })

@@ -1,16 +1,18 @@
-import { GatewayClient, type GatewayResponse, generateCreatorKey, signPush, type CreatorKey, type SignedPush } from '../../sdk/index.js'
+import { apiRequest, sendSigned, type GatewayResponse } from '../../harness/api-request.js'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
+import { provisionSource } from '../../harness/provision-source.js'
+import { generateCreatorKey, signPush, type CreatorKey, type SignedPush } from '../../harness/signed-push.js'
 
 export type ApiResponse<T = any> = GatewayResponse<T>
 
 /** One JSON request to the gateway. */
 export function call<T = any>(url: string, method: string, path: string, options: { token?: string; body?: unknown; headers?: Record<string, string>; rawBody?: Buffer } = {}): Promise<ApiResponse<T>> {
-  return new GatewayClient(url).request<T>(method, path, options)
+  return apiRequest<T>(url, method, path, options)
 }
 
 /** Sends a signed push as built by `signPush`. */
 export function push(gw: { url: string }, signed: SignedPush): Promise<ApiResponse> {
-  return new GatewayClient(gw.url).push(signed)
+  return sendSigned(gw.url, signed)
 }
 
 export const MANIFEST = {
@@ -61,18 +63,18 @@ export function payload(sourceId: string, overrides: Record<string, unknown> = {
 /**
  * Creator token, agent, source, and a key taken through its lifecycle: registered
  * (pending), a test signal accepted, promoted to active — unless `activate` is false.
+ * The creator's steps go through the SDK; `sign` signs synchronously with node:crypto.
  */
 export async function provision(gw: LaunchedGateway, options: { manifest?: unknown; activate?: boolean; slots?: number } = {}): Promise<Provisioned> {
   counter++
   const key = generateCreatorKey()
   const suffix = `${counter}_${Date.now().toString(36)}`
-  const { creatorToken, sourceId, keyId } = await new GatewayClient(gw.url).onboardSource({
-    adminToken: gw.adminToken,
+  const { creatorToken, sourceId, keyId } = await provisionSource(gw, {
     creatorId: `creator_${suffix}`,
     agentId: `agent_${suffix}`,
     slots: options.slots ?? 2,
-    manifest: options.manifest ?? MANIFEST,
-    key,
+    manifest: (options.manifest ?? MANIFEST) as Record<string, unknown>,
+    seed: key.seed,
     testSignal: payload('x'),
     ...(options.activate === undefined ? {} : { activate: options.activate }),
   })

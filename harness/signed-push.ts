@@ -1,12 +1,12 @@
-import { createHash, createPrivateKey, generateKeyPairSync, randomBytes, sign, type KeyObject } from 'node:crypto'
-// The one schema file the SDK needs, not the schemas entry: a creator's server should not
-// load the control-plane checks and the OpenAPI document to sign a push.
-import { signingString as signedFields } from '../schemas/signal.js'
+import { createHash, createPrivateKey, randomBytes, sign, type KeyObject } from 'node:crypto'
+import { signingString as signedFields } from '../schemas/signing-string.js'
 
 /**
- * What a creator's server needs to push a signal: the signing string of spec 5.1 and
- * the headers of spec 5.2. Used by the tests and the benchmark, and a reference for
- * creators writing their own client.
+ * A synchronous signer on node:crypto for the tests and the benchmark, beside the creator
+ * SDK (sdk/), which is asynchronous because WebCrypto is. The tests sign requests the SDK
+ * would never build (old timestamps, reused nonces, other paths, bodies swapped after
+ * signing) and the benchmark presigns hundreds of thousands; test/sdk/ checks that the
+ * SDK's requests are the same as these.
  */
 
 /** Spec 5.1, over the raw body: method, path, timestamp, nonce and the body's SHA-256 (hex), joined by a line feed. */
@@ -16,27 +16,21 @@ export function signingString(method: string, path: string, timestamp: string, n
 
 export interface CreatorKey {
   readonly privateKey: KeyObject
+  /** The 32-byte seed, so the SDK can load the same key. */
+  readonly seed: Buffer
   /** base64 of the 32 raw public key bytes, as registered with the gateway. */
   readonly publicKeyBase64: string
 }
 
 /** A fresh Ed25519 keypair. */
-export function generateCreatorKey(): CreatorKey {
-  const { privateKey } = generateKeyPairSync('ed25519')
-  return { privateKey, publicKeyBase64: rawPublicKey(privateKey).toString('base64') }
-}
+export const generateCreatorKey = (): CreatorKey => creatorKeyFromSeed(randomBytes(32))
 
 /** A keypair from a 32-byte seed (PKCS#8 wraps the seed behind a fixed prefix). */
 export function creatorKeyFromSeed(seed: Uint8Array): CreatorKey {
   const der = Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), seed])
   const privateKey = createPrivateKey({ key: der, format: 'der', type: 'pkcs8' })
-  return { privateKey, publicKeyBase64: rawPublicKey(privateKey).toString('base64') }
-}
-
-/** The 32 raw public-key bytes of an Ed25519 private key (the JWK's `x`). */
-function rawPublicKey(privateKey: KeyObject): Buffer {
   const jwk = privateKey.export({ format: 'jwk' })
-  return Buffer.from(jwk.x as string, 'base64url')
+  return { privateKey, seed: Buffer.from(seed), publicKeyBase64: Buffer.from(jwk.x as string, 'base64url').toString('base64') }
 }
 
 export interface SignedPush {
