@@ -80,8 +80,15 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     reply.onFinish = finished
   }
   const isDraining = () => draining
-  const metrics = new Metrics()
   const provenAddresses = new ProvenAddresses(Date.now)
+  const metrics = new Metrics({
+    verifySlotsTaken: () => options.pool.pending,
+    liveNonces: () => options.pipeline.liveNonces,
+    dedupEntries: () => options.pipeline.dedupEntries,
+    journalLastSeq: () => options.pipeline.logLastSeq,
+    inFlightRequests: () => inFlight,
+    provenAddresses: () => provenAddresses.size,
+  })
   const summary = setInterval(() => {
     const refusals = metrics.refusalsSinceLastSummary()
     if (Object.keys(refusals).length > 0) options.logger.info({ refusals }, 'ingest refusals in the last minute')
@@ -128,21 +135,18 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (!draining && !options.isStarting() && options.isReady()) reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending } })
     else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : options.isStarting() ? 'starting' : 'the signal log failed', { retryAfter: 1 }))
   })
+  // The admin token or a metrics token (what a Prometheus scraper holds); creator and
+  // renter tokens are refused like on the admin routes.
   getRoute(parts, '/metrics', (reply, req) => {
     const principal = requestPrincipal(options.registry, req)
     if (principal === undefined) return reply.fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'))
-    if (principal.role !== 'admin') return reply.fail(new ApiError('forbidden', 'this endpoint needs the admin token'))
-    reply.sendText(
-      200,
-      'text/plain; version=0.0.4',
-      metrics.render({
-        verifySlotsTaken: options.pool.pending,
-        liveNonces: options.pipeline.liveNonces,
-        dedupEntries: options.pipeline.dedupEntries,
-        journalLastSeq: options.pipeline.logLastSeq,
-        inFlightRequests: inFlight,
-        provenAddresses: provenAddresses.size,
-      }),
+    if (principal.role !== 'admin' && principal.role !== 'metrics') return reply.fail(new ApiError('forbidden', 'this endpoint needs the admin token or a metrics token'))
+    metrics.exposition().then(
+      (page) => reply.sendText(200, metrics.contentType, page),
+      (err: unknown) => {
+        options.logger.error({ request_id: reply.requestId, err }, 'metrics scrape failed')
+        reply.fail(new ApiError('internal_error', 'internal error; retry later'))
+      },
     )
   })
   getRoute(parts, '/v1/openapi.json', (reply) => reply.send(200, openApiDocument(baseUrl)))
