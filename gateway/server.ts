@@ -11,7 +11,6 @@ import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
 import { registerDisputeRoutes } from './control/dispute-routes.js'
 import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
-import { requestPrincipal } from './http/bearer.js'
 import { BodyReader } from './http/body-reader.js'
 import { getRoute, MAX_CONTROL_SLOW_UPLOADS, noteMethods, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
 import { route } from './http/route.js'
@@ -20,6 +19,7 @@ import { uws, type us_listen_socket } from './http/uws.js'
 import { ingestHandler } from './ingest-edge.js'
 import { ClientAddresses } from './client-address.js'
 import { Metrics } from './metrics.js'
+import { registerMetricsRoute } from './metrics-route.js'
 import { ProvenAddresses } from './proven-addresses.js'
 
 export interface GatewayOptions {
@@ -135,20 +135,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (!draining && !options.isStarting() && options.isReady()) reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending } })
     else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : options.isStarting() ? 'starting' : 'the signal log failed', { retryAfter: 1 }))
   })
-  // The admin token or a metrics token (what a Prometheus scraper holds); creator and
-  // renter tokens are refused like on the admin routes.
-  getRoute(parts, '/metrics', (reply, req) => {
-    const principal = requestPrincipal(options.registry, req)
-    if (principal === undefined) return reply.fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'))
-    if (principal.role !== 'admin' && principal.role !== 'metrics') return reply.fail(new ApiError('forbidden', 'this endpoint needs the admin token or a metrics token'))
-    metrics.exposition().then(
-      (page) => reply.sendText(200, metrics.contentType, page),
-      (err: unknown) => {
-        options.logger.error({ request_id: reply.requestId, err }, 'metrics scrape failed')
-        reply.fail(new ApiError('internal_error', 'internal error; retry later'))
-      },
-    )
-  })
+  registerMetricsRoute(parts, metrics, options.logger, Date.now)
   getRoute(parts, '/v1/openapi.json', (reply) => reply.send(200, openApiDocument(baseUrl)))
   refuseOtherMethods(parts)
   route(app, 'any', '/*', options.logger, (reply) => reply.fail(new ApiError('not_found', 'no such endpoint'), true))

@@ -129,7 +129,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           responses: { '200': { description: 'the agent sources, oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400, 404) },
         },
       },
-      '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format (text/plain; version=0.0.4); the admin token or a metrics token' }, ...control() } } },
+      '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format (text/plain; version=0.0.4); the admin token or a metrics token' }, ...control(429) } } },
       '/healthz': { get: { responses: { '200': { description: 'alive' } } } },
       '/readyz': { get: { responses: { '200': { description: 'ready' }, ...errors(503) } } },
     },

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { acceptLatencyBuckets } from '../../bench/ingest/gateway-metrics.js'
+import { METRICS_PAGES_PER_SECOND } from '../../gateway/metrics-route.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 import { namingBreaches, parsePrometheusText, sampleValue } from '../helpers/prometheus-text.js'
@@ -109,6 +110,23 @@ t.test('the page a running gateway serves is valid Prometheus text, follows the 
   const buckets = await acceptLatencyBuckets(gw)
   t.same(buckets.map(([le]) => le), [0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 50, 100, 250, 500, 1000, 5000, Infinity], 'the ingest benchmark reads the bounds back in milliseconds')
   t.equal(buckets.at(-1)?.[1], sampleValue(page, 'sgw_ingest_accept_latency_seconds_count'))
+})
+
+t.test('pages are built at most METRICS_PAGES_PER_SECOND times a second, whoever asks: past that 429 rate_limited with Retry-After', async (t) => {
+  const { token } = await issue('metrics', 'loop')
+  const answers = await Promise.all(Array.from({ length: 3 * METRICS_PAGES_PER_SECOND }, () => scrape(token)))
+  const statuses = answers.map((a) => a.status)
+  const served = statuses.filter((s) => s === 200).length
+  const limited = answers.filter((a) => a.status === 429)
+  t.equal(served + limited.length, answers.length, `only 200 and 429: ${[...new Set(statuses)]}`)
+  // Even if the burst straddles the start of a second, two windows' worth at most.
+  t.ok(served >= 1 && served <= 2 * METRICS_PAGES_PER_SECOND, `${served} pages built`)
+  t.ok(limited.length >= METRICS_PAGES_PER_SECOND, `${limited.length} refused`)
+  t.equal(limited[0]?.headers.get('retry-after'), '1')
+  t.equal(((await limited[0]?.json()) as { error: { code: string } }).error.code, 'rate_limited')
+  await Promise.all(answers.map((a) => (a.bodyUsed ? undefined : a.body?.cancel())))
+  await new Promise((resolve) => setTimeout(resolve, 1100))
+  t.equal((await scrape(gw.adminToken)).status, 200, 'served again the next second')
 })
 
 t.test('a metrics token outlives a restart: the registry file keeps it', async (t) => {
