@@ -14,7 +14,7 @@ import { argv } from 'node:process'
 import { pathToFileURL } from 'node:url'
 import { PerformanceObserver } from 'node:perf_hooks'
 import { Counter, Histogram, Registry } from 'prom-client'
-import { Metrics } from '../gateway/metrics.js'
+import { Metrics } from '../gateway/index.js'
 import type { ErrorCode } from '../schemas/index.js'
 
 export interface CallCost {
