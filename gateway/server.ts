@@ -13,7 +13,6 @@ import { registerDisputeRoutes } from './control/dispute-routes.js'
 import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceLifecycleRoutes } from './control/source-lifecycle-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
-import { requestPrincipal } from './http/bearer.js'
 import { BodyReader } from './http/body-reader.js'
 import { getRoute, MAX_CONTROL_SLOW_UPLOADS, noteMethods, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
 import { route } from './http/route.js'
@@ -22,6 +21,7 @@ import { uws, type us_listen_socket } from './http/uws.js'
 import { ingestHandler } from './ingest-edge.js'
 import { ClientAddresses } from './client-address.js'
 import { Metrics } from './metrics.js'
+import { registerMetricsRoute } from './metrics-route.js'
 import { ProvenAddresses } from './proven-addresses.js'
 
 export interface GatewayOptions {
@@ -82,8 +82,15 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     reply.onFinish = finished
   }
   const isDraining = () => draining
-  const metrics = new Metrics()
   const provenAddresses = new ProvenAddresses(Date.now)
+  const metrics = new Metrics({
+    verifySlotsTaken: () => options.pool.pending,
+    liveNonces: () => options.pipeline.liveNonces,
+    dedupEntries: () => options.pipeline.dedupEntries,
+    journalLastSeq: () => options.pipeline.logLastSeq,
+    inFlightRequests: () => inFlight,
+    provenAddresses: () => provenAddresses.size,
+  })
   const summary = setInterval(() => {
     const refusals = metrics.refusalsSinceLastSummary()
     if (Object.keys(refusals).length > 0) options.logger.info({ refusals }, 'ingest refusals in the last minute')
@@ -132,23 +139,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     if (!draining && !options.isStarting() && options.isReady()) reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending } })
     else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : options.isStarting() ? 'starting' : 'the signal log failed', { retryAfter: 1 }))
   })
-  getRoute(parts, '/metrics', (reply, req) => {
-    const principal = requestPrincipal(options.registry, req)
-    if (principal === undefined) return reply.fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'))
-    if (principal.role !== 'admin') return reply.fail(new ApiError('forbidden', 'this endpoint needs the admin token'))
-    reply.sendText(
-      200,
-      'text/plain; version=0.0.4',
-      metrics.render({
-        verifySlotsTaken: options.pool.pending,
-        liveNonces: options.pipeline.liveNonces,
-        dedupEntries: options.pipeline.dedupEntries,
-        journalLastSeq: options.pipeline.logLastSeq,
-        inFlightRequests: inFlight,
-        provenAddresses: provenAddresses.size,
-      }),
-    )
-  })
+  registerMetricsRoute(parts, metrics, options.logger, Date.now)
   getRoute(parts, '/v1/openapi.json', (reply) => reply.send(200, openApiDocument(baseUrl)))
   refuseOtherMethods(parts)
   route(app, 'any', '/*', options.logger, (reply) => reply.fail(new ApiError('not_found', 'no such endpoint'), true))

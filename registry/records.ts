@@ -4,7 +4,11 @@ import type { Listing, Manifest, RevocationReason } from '../schemas/index.js'
 /** A new record id: the kind's prefix and 96 random bits, so ids reveal neither count nor order. */
 export const newId = (prefix: string): string => `${prefix}_${randomBytes(12).toString('base64url')}`
 
-export type Role = 'admin' | 'creator' | 'renter'
+/**
+ * `metrics` reads `GET /metrics` and nothing else: what a Prometheus scraper holds, so
+ * that a leaked scrape credential grants no control-plane right.
+ */
+export type Role = 'admin' | 'creator' | 'renter' | 'metrics'
 
 /** Who a bearer token speaks for. */
 export interface Principal {

@@ -85,7 +85,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         get: {
           security: bearer,
           parameters: [
-            { name: 'role', in: 'query', schema: { type: 'string', enum: ['creator', 'renter'] } },
+            { name: 'role', in: 'query', schema: { type: 'string', enum: ['creator', 'renter', 'metrics'] } },
             { name: 'subject', in: 'query', schema: { type: 'string' } },
             { name: 'state', in: 'query', schema: { type: 'string', enum: ['live', 'revoked'] } },
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000 } },
@@ -182,7 +182,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           responses: { '200': { description: 'the agent sources, oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400, 404) },
         },
       },
-      '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format; admin token' }, ...control() } } },
+      '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format (text/plain; version=0.0.4); the admin token or a metrics token' }, ...control(429) } } },
       '/healthz': { get: { responses: { '200': { description: 'alive' } } } },
       '/readyz': { get: { responses: { '200': { description: 'ready' }, ...errors(503) } } },
     },

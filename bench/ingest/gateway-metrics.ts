@@ -1,18 +1,20 @@
-import type { BenchGateway } from './gateway-process.js'
+import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 
 /**
  * The gateway's own accept-latency histogram (`GET /metrics`), read before and after a
  * phase. It separates time spent inside the gateway from time in the kernel, the
  * scheduler and the load generator, which the client-side latency includes.
  */
+/** Cumulative buckets as [upper bound in milliseconds, count]. */
 export type Buckets = ReadonlyArray<readonly [number, number]>
 
-export async function acceptLatencyBuckets(gw: BenchGateway): Promise<Buckets> {
+export async function acceptLatencyBuckets(gw: Pick<LaunchedGateway, 'url' | 'adminToken'>): Promise<Buckets> {
   const res = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
   const text = await res.text()
   const out: Array<[number, number]> = []
-  for (const m of text.matchAll(/^sgw_ingest_accept_latency_ms_bucket\{le="([^"]+)"\} (\d+)$/gm)) {
-    out.push([m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Number(m[1]), Number(m[2])])
+  // Bounds are in seconds on the page; rounded to the microsecond so 0.003 s reads 3 ms, not 3.0000000000000004.
+  for (const m of text.matchAll(/^sgw_ingest_accept_latency_seconds_bucket\{le="([^"]+)"\} (\d+)$/gm)) {
+    out.push([m[1] === '+Inf' ? Number.POSITIVE_INFINITY : Math.round(Number(m[1]) * 1e6) / 1e3, Number(m[2])])
   }
   return out
 }

@@ -41,7 +41,9 @@ export interface RouteResult {
 export interface RouteOptions {
   /**
    * `admin`: only the admin token; `creator`: a creator token or the admin token, and
-   * the handler checks ownership. Checked before any body is read.
+   * the handler checks ownership. Checked before any body is read. Renter and metrics
+   * tokens are refused on both; each role is let in by name, so a role added later is
+   * refused until a route names it.
    */
   readonly access: 'admin' | 'creator'
 }
@@ -144,7 +146,7 @@ export function jsonRoute(
     if (principal === undefined) return fail(new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header is required'), closeRefused)
     role = principal.role
     if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), closeRefused)
-    if (options.access === 'creator' && principal.role === 'renter') return fail(new ApiError('forbidden', 'this endpoint is for creators'), closeRefused)
+    if (options.access === 'creator' && principal.role !== 'creator' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint is for creators'), closeRefused)
 
     const run = (body: unknown) => {
       Promise.resolve()

@@ -518,9 +518,9 @@ t.test('metrics: admin only, Prometheus text, counting accepts, refusals and acc
   const value = (line: string) => Number(text.split('\n').find((l) => l.startsWith(line))?.slice(line.length + 1))
   t.ok(value('sgw_ingest_accepted_total{deduplicated="false"}') >= 2, 'accepts counted (test signals included)')
   t.ok(value('sgw_ingest_refused_total{code="invalid_severity"}') >= 1)
-  t.equal(value('sgw_ingest_accept_latency_ms_count'), value('sgw_ingest_accepted_total{deduplicated="false"}') + value('sgw_ingest_accepted_total{deduplicated="true"}'))
+  t.equal(value('sgw_ingest_accept_latency_seconds_count'), value('sgw_ingest_accepted_total{deduplicated="false"}') + value('sgw_ingest_accepted_total{deduplicated="true"}'))
   t.ok(value('sgw_journal_last_seq') >= 2)
-  t.ok(value('sgw_process_memory_bytes{kind="rss"}') > 10_000_000, 'process memory is reported')
+  t.ok(value('process_resident_memory_bytes') > 10_000_000, 'process memory is reported')
   t.notOk(text.includes(src.sourceId), 'no source ids')
 })
 
