@@ -231,7 +231,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         dedup_entries: pipeline.dedupEntries,
         nonces: pipeline.liveNonces,
         ms: steps.report(),
-        journal: signalLog.info(),
+        journal: await signalLog.info(),
       },
       rebuilt.snapshot === undefined ? 'state rebuilt from the journal' : 'state taken over from the last saved state, and the journal read after it',
     )

@@ -31,7 +31,7 @@ export async function readLegacySegments(dir: string): Promise<{ records: Stored
   if (segments.length === 0) return { records, segments }
   const log = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0 })
   try {
-    for await (const batch of readBatches(log, { fromSeq: Math.max(1, log.info().firstSeq) })) {
+    for await (const batch of readBatches(log, { fromSeq: Math.max(1, (await log.info()).firstSeq) })) {
       for (const r of batch) {
         const stored = JSON.parse(Buffer.from(r.data).toString('utf8')) as LegacyRecord
         records.push({ ...stored, n: stored.n ?? 0 })
