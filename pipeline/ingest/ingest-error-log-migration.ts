@@ -29,7 +29,8 @@ export async function readLegacySegments(dir: string): Promise<{ records: Stored
   const segments = (await readdir(dir)).filter((n) => parseSegmentFileName(n) !== undefined)
   const records: StoredRecord[] = []
   if (segments.length === 0) return { records, segments }
-  const log = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0 })
+  // No retention: the old history is read whole, whatever its age, and then removed.
+  const log = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0, maxAgeMs: Number.POSITIVE_INFINITY, maxBytes: Number.POSITIVE_INFINITY })
   try {
     for await (const batch of readBatches(log, { fromSeq: Math.max(1, (await log.info()).firstSeq) })) {
       for (const r of batch) {
