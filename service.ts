@@ -128,6 +128,10 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       fsync: config.JOURNAL_FSYNC,
       fsyncIntervalMs: config.JOURNAL_FSYNC_INTERVAL_MS,
       dedupWindowMs: 0,
+      maxAgeMs: config.JOURNAL_RETENTION_MAX_AGE_S * 1000,
+      maxBytes: config.JOURNAL_RETENTION_MAX_BYTES,
+      // A start rebuilds the dedup and nonce state from this window of the journal.
+      keepNewerThanMs: config.DEDUP_WINDOW_S * 1000,
       // Records found whole in the cut were written but never synced, so none was acknowledged.
       onRepair: (tail) => logger.warn({ tail }, 'signal log: cut a torn tail left by a crash'),
       onWarning: (message, err) => logger.warn({ err }, message),
@@ -231,7 +235,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         dedup_entries: pipeline.dedupEntries,
         nonces: pipeline.liveNonces,
         ms: steps.report(),
-        journal: signalLog.info(),
+        journal: await signalLog.info(),
       },
       rebuilt.snapshot === undefined ? 'state rebuilt from the journal' : 'state taken over from the last saved state, and the journal read after it',
     )

@@ -25,6 +25,8 @@ const Env = {
   JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (docs/operations.md, Durability)' },
   JOURNAL_QUEUE_LIMIT: { type: 'int', default: 4096, min: 1, max: 1_000_000, help: 'verified signals waiting for the durable append before the edge sheds new requests with 503 (a slow disk must not grow memory with the connection count; each holds its body, up to 16 KB)' },
   JOURNAL_FSYNC_INTERVAL_MS: { type: 'int', default: JOURNAL_DEFAULTS.fsyncIntervalMs, min: 1, max: 60_000, help: 'sync period for JOURNAL_FSYNC=interval' },
+  JOURNAL_RETENTION_MAX_AGE_S: { type: 'int', default: JOURNAL_DEFAULTS.maxAgeMs / 1000, min: 3600, max: 10 * 365 * 86400, help: 'signals older than this leave the journal (whole segments); a log consumer that had not read them is told which it lost. At least DEDUP_WINDOW_S' },
+  JOURNAL_RETENTION_MAX_BYTES: { type: 'int', default: JOURNAL_DEFAULTS.maxBytes, min: 2 * JOURNAL_DEFAULTS.segmentBytes, max: 2 ** 50, help: 'past this size the oldest segments leave the journal, except signals younger than DEDUP_WINDOW_S, which a restart reads back' },
   DEDUP_WINDOW_S: { type: 'int', default: 1800, min: 1200, max: 7 * 86400, help: 'how long signal_id and Idempotency-Key are remembered; at least 20 minutes so every retry that passes the two 300 s checks is covered' },
   DEDUP_STORE_MAX: { type: 'int', default: 10_000_000, min: 10_000, max: 1_000_000_000, help: 'signals remembered for the dedup window in all (about 60 to 120 bytes each; an Idempotency-Key unlike its signal_id counts as a second): accepted signals/s × DEDUP_WINDOW_S must fit; one source may hold at most a quarter' },
   SIGNAL_ID_HISTORY_MAX: { type: 'int', default: 20_000_000, min: 1000, max: 1_000_000_000, help: 'accepted signal ids remembered past the dedup window, newest kept, so a reused one is refused (about 11 to 21 bytes each)' },
@@ -125,6 +127,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // A name would be resolved at bind time, where a failure cannot tell a typo from a port in use.
   if (config.HOST !== 'localhost' && isIP(config.HOST) === 0) {
     throw new ConfigError(`HOST=${JSON.stringify(config.HOST)} is not valid: ${Env.HOST.help}`)
+  }
+  // A restart reads the dedup window's signals back from the journal: retention must keep them.
+  if (config.JOURNAL_RETENTION_MAX_AGE_S < config.DEDUP_WINDOW_S) {
+    throw new ConfigError(`JOURNAL_RETENTION_MAX_AGE_S=${config.JOURNAL_RETENTION_MAX_AGE_S} is shorter than DEDUP_WINDOW_S=${config.DEDUP_WINDOW_S}: the journal must keep at least the dedup window`)
   }
   try {
     parseTrustedProxies(config.TRUSTED_PROXIES)

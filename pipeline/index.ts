@@ -1,9 +1,12 @@
 /** The pipeline's public entry: what the gateway and the process entry may use. */
-export type { AppendResult, FsyncPolicy, LogInfo, LogRecord, ReadStart, SignalLog } from './log.js'
+export type {
+  AppendOptions, AppendResult, ConsumeOptions, ConsumerInfo, ConsumerOptions, FetchResult, FsyncPolicy, LogConsumer, LogInfo, LogRecord, LostRange, ReadStart, SignalLog,
+} from './log.js'
+export { MAX_FETCH_RECORDS, MAX_FETCH_WAIT_MS } from './log.js'
 export { openJournal } from './log-journal.js'
-export { LogError, isLogError } from './log-error.js'
+export { LogError, isLogError, isTransientLogError } from './log-error.js'
 export type { LogErrorCode } from './log-error.js'
-export type { JournalOptions } from './log-journal.js'
+export type { Journal, JournalOptions, RetentionReport } from './log-journal.js'
 export { JOURNAL_DEFAULTS } from './log-journal.js'
 export { VerifyPool } from './verify/verify-pool.js'
 export type { VerifyPoolOptions } from './verify/verify-pool.js'

@@ -29,9 +29,10 @@ export async function readLegacySegments(dir: string): Promise<{ records: Stored
   const segments = (await readdir(dir)).filter((n) => parseSegmentFileName(n) !== undefined)
   const records: StoredRecord[] = []
   if (segments.length === 0) return { records, segments }
-  const log = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0 })
+  // No retention: the old history is read whole, whatever its age, and then removed.
+  const log = await openJournal({ dir, fsync: 'never', dedupWindowMs: 0, maxAgeMs: Number.POSITIVE_INFINITY, maxBytes: Number.POSITIVE_INFINITY })
   try {
-    for await (const batch of readBatches(log, { fromSeq: Math.max(1, log.info().firstSeq) })) {
+    for await (const batch of readBatches(log, { fromSeq: Math.max(1, (await log.info()).firstSeq) })) {
       for (const r of batch) {
         const stored = JSON.parse(Buffer.from(r.data).toString('utf8')) as LegacyRecord
         records.push({ ...stored, n: stored.n ?? 0 })

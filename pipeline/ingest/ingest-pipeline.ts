@@ -64,6 +64,11 @@ export class IngestPipeline {
   readonly #rates: RateLimiter
   /** Requests between their last key check and their answer. */
   readonly #pastLastCheck = new Set<Promise<AcceptedBody>>()
+  /**
+   * Highest seq the log gave an append, or held at `rebuild`: read on every /metrics
+   * scrape, which must not wait for the log (its info is a request in the cluster).
+   */
+  #logLastSeq = 0
 
   constructor(options: IngestPipelineOptions) {
     this.#o = options
@@ -93,9 +98,9 @@ export class IngestPipeline {
     return this.#state.dedup.size
   }
 
-  /** Sequence of the last record in the signal log. */
+  /** Sequence of the last record in the signal log, as this process knows it. */
   get logLastSeq(): number {
-    return this.#o.log.info().lastSeq
+    return this.#logLastSeq
   }
 
   async process(req: SignedRequest): Promise<AcceptedBody> {
@@ -278,7 +283,8 @@ export class IngestPipeline {
 
   async #appendChecked(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint, stored: { yes: boolean }): Promise<AcceptedBody> {
     const { source, key } = req
-    const appended = await this.#o.log.append(dedupId, encodeSignalRecord(record)).catch((err: unknown) => {
+    // The source rides with the record (JetStream: its subject), for consumers that filter on it.
+    const appended = await this.#o.log.append(dedupId, encodeSignalRecord(record), { sourceId: source.source_id }).catch((err: unknown) => {
       this.#state.appendRefused()
       // Nothing was promised yet, so the client may retry: the journal refuses appends after
       // a failed write until it is reopened (a restart rebuilds from what reached disk).
@@ -286,6 +292,7 @@ export class IngestPipeline {
       throw new ApiError('not_ready', 'the signal log is unavailable; retry', { cause: err, retryAfter: 1 })
     })
     stored.yes = !appended.duplicate
+    if (appended.seq > this.#logLastSeq) this.#logLastSeq = appended.seq
     if (!appended.duplicate) this.#o.history.add(fingerprint, appended.seq)
     const remembered = appended.duplicate
       ? await this.#original(appended.seq)
@@ -364,7 +371,9 @@ export class IngestPipeline {
   }
 
   /** Rebuilds the nonce and dedup state after a restart (IngestState.rebuild). */
-  rebuild(): Promise<RebuildReport> {
+  async rebuild(): Promise<RebuildReport> {
+    const { lastSeq } = await this.#o.log.info()
+    if (lastSeq > this.#logLastSeq) this.#logLastSeq = lastSeq
     return this.#state.rebuild()
   }
 

@@ -143,13 +143,14 @@ export class IngestState {
   }
 
   async #logHolds(mark: LogMark): Promise<boolean> {
-    if (this.#o.log.info().lastSeq < mark.seq) return false
+    if ((await this.#o.log.info()).lastSeq < mark.seq) return false
     const record = await readRecord(this.#o.log, mark.seq)
     return record !== undefined && record.time === mark.time && record.dedupId === mark.dedupId
   }
 
   /** The log's last record (or the one at `seq`, appended and durable): a state saved now covers it. */
-  async logMark(seq = this.#o.log.info().lastSeq): Promise<LogMark | null> {
+  async logMark(at?: number): Promise<LogMark | null> {
+    const seq = at ?? (await this.#o.log.info()).lastSeq
     if (seq === 0) return null
     const record = await readRecord(this.#o.log, seq)
     if (record === undefined) throw new Error(`the log cannot read its record at seq ${seq}`)
@@ -182,7 +183,7 @@ export class IngestState {
     if (mark === undefined) {
       // The log counts a record from its append on, before it is durable and remembered:
       // the requests appending up to here are waited for first.
-      const { lastSeq } = this.#o.log.info()
+      const { lastSeq } = await this.#o.log.info()
       if (lastSeq === 0 || lastSeq === this.#savedSeq) return undefined
       await this.#o.settled()
       if (this.#appendRefused) throw new Error('the signal log refused an append, so the state may not cover it; no state is saved until a restart')

@@ -160,7 +160,7 @@ export class SignalIdHistory {
   }
 
   async #load(freshSecret: boolean): Promise<void> {
-    const info = this.#o.log.info()
+    const info = await this.#o.log.info()
     const files = (await readdir(this.#o.dir))
       .map((name) => ({ name, m: GENERATION_FILE.exec(name) }))
       .filter((f): f is { name: string; m: RegExpExecArray } => f.m !== null)

@@ -18,8 +18,24 @@ export interface JournalOptions {
   /** How long a dedup id is remembered (0 turns deduplication off). */
   dedupWindowMs: number
   /**
-   * Retention: keep at most this many segments, deleting the oldest. Only for
-   * best-effort logs (diagnostics): deleted records are gone for every consumer.
+   * Retention by age: a sealed segment is removed once its newest record is older than
+   * this (JetStream: max_age). Default 7 days; Infinity keeps records whatever their age.
+   */
+  maxAgeMs?: number
+  /**
+   * Retention by size: the oldest sealed segments are removed while the segments held
+   * exceed this many bytes (JetStream: max_bytes). Default 32 GiB; Infinity for no limit.
+   */
+  maxBytes?: number
+  /**
+   * Records younger than this are never removed by `maxAgeMs` or `maxBytes`, which yield
+   * (the log then holds more than `maxBytes`): what the ingest state reads back at start
+   * (the dedup window). Default 0.
+   */
+  keepNewerThanMs?: number
+  /**
+   * Retention: keep at most this many segments, deleting the oldest, whatever their age.
+   * Only for best-effort logs (diagnostics): deleted records are gone for every consumer.
    * Default: unlimited.
    */
   maxSegments?: number
@@ -37,6 +53,9 @@ export interface FilledJournalOptions {
   readonly fsyncIntervalMs: number
   readonly segmentBytes: number
   readonly dedupWindowMs: number
+  readonly maxAgeMs: number
+  readonly maxBytes: number
+  readonly keepNewerThanMs: number
   readonly maxSegments: number
   readonly now: () => number
   readonly onRepair: (tail: TornTail) => void
@@ -45,12 +64,20 @@ export interface FilledJournalOptions {
 
 /**
  * Declared here, not in the service configuration: the journal is also opened without it
- * (tests, the ingest-error log's old segments). config/ takes JOURNAL_FSYNC_INTERVAL_MS's
- * default from here.
+ * (tests, the ingest-error log's old segments). config/ takes the defaults of
+ * JOURNAL_FSYNC_INTERVAL_MS and of the JOURNAL_RETENTION_* variables from here.
+ *
+ * Retention: 7 days by age, so a consumer down over a long weekend resumes with nothing
+ * lost; 32 GiB by size, a bound on the disk a burst can take: 512 segments of 64 MiB,
+ * 7 days of ~55 KB/s sustained (about 50 signals/s of 1 KB), or the first ~35 minutes of
+ * a flood at the measured 16,000 accepted/s before the oldest records go.
  */
 export const JOURNAL_DEFAULTS = {
   fsyncIntervalMs: 200,
   segmentBytes: 64 * 1024 * 1024,
+  maxAgeMs: 7 * 24 * 60 * 60 * 1000,
+  maxBytes: 32 * 1024 * 1024 * 1024,
+  keepNewerThanMs: 0,
   maxSegments: Number.POSITIVE_INFINITY,
 } as const
 
@@ -58,7 +85,7 @@ export const JOURNAL_DEFAULTS = {
 const MIN_SEGMENT_BYTES = 1024
 
 const KNOWN = new Set([
-  'dir', 'fsync', 'fsyncIntervalMs', 'segmentBytes', 'dedupWindowMs', 'maxSegments', 'now', 'onRepair', 'onWarning',
+  'dir', 'fsync', 'fsyncIntervalMs', 'segmentBytes', 'dedupWindowMs', 'maxAgeMs', 'maxBytes', 'keepNewerThanMs', 'maxSegments', 'now', 'onRepair', 'onWarning',
 ])
 const POLICIES: readonly FsyncPolicy[] = ['always', 'interval', 'never']
 
@@ -84,6 +111,18 @@ export function fillJournalOptions(opts: JournalOptions): FilledJournalOptions {
   if (!Number.isSafeInteger(opts.dedupWindowMs) || opts.dedupWindowMs < 0) {
     throw invalid('journal option "dedupWindowMs" must be a non-negative integer of milliseconds')
   }
+  const maxAgeMs = opts.maxAgeMs ?? JOURNAL_DEFAULTS.maxAgeMs
+  if (maxAgeMs !== Number.POSITIVE_INFINITY && (!Number.isSafeInteger(maxAgeMs) || maxAgeMs < 1)) {
+    throw invalid('journal option "maxAgeMs" must be a positive integer of milliseconds (Infinity for no age limit)')
+  }
+  const maxBytes = opts.maxBytes ?? JOURNAL_DEFAULTS.maxBytes
+  if (maxBytes !== Number.POSITIVE_INFINITY && (!Number.isSafeInteger(maxBytes) || maxBytes < segmentBytes)) {
+    throw invalid(`journal option "maxBytes" must be an integer of at least segmentBytes (${segmentBytes}), or Infinity for no size limit`)
+  }
+  const keepNewerThanMs = opts.keepNewerThanMs ?? JOURNAL_DEFAULTS.keepNewerThanMs
+  if (!Number.isSafeInteger(keepNewerThanMs) || keepNewerThanMs < 0) {
+    throw invalid('journal option "keepNewerThanMs" must be a non-negative integer of milliseconds')
+  }
   const maxSegments = opts.maxSegments ?? JOURNAL_DEFAULTS.maxSegments
   if (maxSegments !== Number.POSITIVE_INFINITY && (!Number.isSafeInteger(maxSegments) || maxSegments < 1)) {
     throw invalid('journal option "maxSegments" must be a positive integer (leave it out for no limit)')
@@ -100,6 +139,9 @@ export function fillJournalOptions(opts: JournalOptions): FilledJournalOptions {
     fsyncIntervalMs,
     segmentBytes,
     dedupWindowMs: opts.dedupWindowMs,
+    maxAgeMs,
+    maxBytes,
+    keepNewerThanMs,
     maxSegments,
     now: opts.now ?? Date.now,
     onRepair: opts.onRepair ?? (() => undefined),

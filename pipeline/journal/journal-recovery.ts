@@ -18,9 +18,9 @@
 import { mkdir, open, readdir } from 'node:fs/promises'
 import { dirname } from 'node:path'
 import type { FileHandle } from 'node:fs/promises'
-import { syncDir, unlinkIfPresent } from '../../storage/index.js'
+import { syncDir } from '../../storage/index.js'
 import { ioError, LogError } from '../log-error.js'
-import { decodeRecord, RECORD_MAGIC } from './record-codec.js'
+import { decodeRecord, isRecordMagic } from './record-codec.js'
 import { indexSegment, parseSegmentFileName, scanRecords, Segment } from './segment-file.js'
 
 export interface DedupSeed {
@@ -55,7 +55,6 @@ export interface TornTail {
 export interface RecoveryOptions {
   readonly dir: string
   readonly dedupWindowMs: number
-  readonly maxSegments: number
   readonly now: number
   /** Most bytes a crash can leave unsynced at the end (the last batch); past it a bad record is damage. */
   readonly maxTornBytes: number
@@ -120,15 +119,8 @@ async function listSegments(opts: RecoveryOptions): Promise<Segment[]> {
   }
   const seqs = names.map(parseSegmentFileName).filter((s): s is number => s !== undefined)
   seqs.sort((a, b) => a - b)
-  // Retention applies at open too: the files a crash kept from being deleted go now.
-  const excess = seqs.length - opts.maxSegments
-  const kept = excess > 0 ? seqs.slice(excess) : seqs
-  if (excess > 0) {
-    for (const seq of seqs.slice(0, excess)) {
-      await unlinkIfPresent(new Segment(opts.dir, seq).path).catch(() => undefined)
-    }
-  }
-  return kept.map((seq) => new Segment(opts.dir, seq))
+  // Retention applies once the journal is open (the writer's pass), to what is found here.
+  return seqs.map((seq) => new Segment(opts.dir, seq))
 }
 
 async function createFirstSegment(dir: string): Promise<Segment> {
@@ -237,7 +229,7 @@ async function validRecordsAfter(fh: FileHandle, from: number, to: number): Prom
   let count = 0
   let end = from
   for (let off = 1; off + 4 <= bytesRead; off++) {
-    if (buf.readUInt32LE(off) !== RECORD_MAGIC) continue
+    if (!isRecordMagic(buf, off)) continue
     const res = decodeRecord(buf, off, bytesRead, false)
     if (res.kind !== 'record') continue
     count++

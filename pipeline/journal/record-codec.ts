@@ -2,14 +2,19 @@
  * On-disk framing of one journal record (all integers little-endian):
  *
  *   offset size  field
- *        0    4  magic     0x314a4c53 ("SLJ1" on disk), so a scan can tell a record
+ *        0    4  magic     0x324a4c53 ("SLJ2" on disk), so a scan can tell a record
  *                          start from zeroes the file system left behind a crash
  *        4    4  length    bytes after the crc field
  *        8    4  crc       CRC-32C over every byte after this field
  *       12    8  seq       unsigned, below 2^53
  *       20    8  time      ms since the epoch, unsigned, below 2^53
  *       28    2  idLength  UTF-8 bytes of the dedup id
- *       30    …  dedup id, then the data up to `length`
+ *       30    1  srcLength bytes of the source id (ASCII; 0 when none)
+ *       31    …  dedup id, source id, then the data up to `length`
+ *
+ * Records written before sources were stored carry magic 0x314a4c53 ("SLJ1") and no
+ * srcLength byte (the dedup id starts at 30); they still read, with source ''. One
+ * segment may hold both kinds: the magic tells each record's layout.
  *
  * The checksum covers seq and time as well as the payload, so a record whose header
  * was torn but whose payload survived still fails validation.
@@ -17,8 +22,13 @@
 import { crc32c, readUint53, writeUint53 } from '../../storage/index.js'
 import { LogError } from '../log-error.js'
 
-export const RECORD_MAGIC = 0x314a4c53
-export const HEADER_BYTES = 30
+export const RECORD_MAGIC = 0x324a4c53
+/** The framing before sources were stored; read, never written. */
+export const RECORD_MAGIC_V1 = 0x314a4c53
+export const HEADER_BYTES = 31
+const HEADER_BYTES_V1 = 30
+/** A source id is one subject token: it fits the one-byte length and needs no escaping. */
+export const SOURCE_ID = /^[A-Za-z0-9_-]{1,128}$/
 /** Bytes before the checksummed region. */
 const PREFIX_BYTES = 12
 /**
@@ -30,11 +40,13 @@ export const MAX_RECORD_BYTES = 1024 * 1024
 export const MAX_DEDUP_ID_BYTES = 1024
 
 const LONE_SURROGATE = /\p{Cs}/u
+const EMPTY = Buffer.alloc(0)
 
 export interface DecodedRecord {
   readonly seq: number
   readonly time: number
   readonly dedupId: string
+  readonly sourceId: string
   readonly data: Uint8Array
 }
 
@@ -61,12 +73,28 @@ export function encodeDedupId(dedupId: string): Buffer {
   return bytes
 }
 
-export function framedSize(idBytes: number, dataBytes: number): number {
-  return HEADER_BYTES + idBytes + dataBytes
+/** Validates a source id ('' for none) and returns its bytes. */
+export function encodeSourceId(sourceId: string): Buffer {
+  if (sourceId === '') return EMPTY
+  if (typeof sourceId !== 'string' || !SOURCE_ID.test(sourceId)) {
+    throw new LogError('invalid_argument', 'source id must be 1 to 128 of [A-Za-z0-9_-]')
+  }
+  return Buffer.from(sourceId, 'latin1')
 }
 
-export function encodeRecord(seq: number, time: number, id: Buffer, data: Uint8Array): Buffer {
-  const size = framedSize(id.length, data.length)
+
+export function framedSize(idBytes: number, dataBytes: number, sourceBytes = 0): number {
+  return HEADER_BYTES + idBytes + sourceBytes + dataBytes
+}
+
+/** True if the 4 bytes at `offset` start a record of either framing. */
+export function isRecordMagic(buf: Buffer, offset: number): boolean {
+  const magic = buf.readUInt32LE(offset)
+  return magic === RECORD_MAGIC || magic === RECORD_MAGIC_V1
+}
+
+export function encodeRecord(seq: number, time: number, id: Buffer, data: Uint8Array, source: Buffer = EMPTY): Buffer {
+  const size = framedSize(id.length, data.length, source.length)
   if (size > MAX_RECORD_BYTES) {
     throw new LogError(
       'record_too_large',
@@ -79,8 +107,10 @@ export function encodeRecord(seq: number, time: number, id: Buffer, data: Uint8A
   writeUint53(buf, 12, seq)
   writeUint53(buf, 20, time)
   buf.writeUInt16LE(id.length, 28)
+  buf.writeUInt8(source.length, 30)
   id.copy(buf, HEADER_BYTES)
-  buf.set(data, HEADER_BYTES + id.length)
+  source.copy(buf, HEADER_BYTES + id.length)
+  buf.set(data, HEADER_BYTES + id.length + source.length)
   buf.writeUInt32LE(crc32c(buf, PREFIX_BYTES, size), 8)
   return buf
 }
@@ -93,10 +123,12 @@ export function encodeRecord(seq: number, time: number, id: Buffer, data: Uint8A
 export function decodeRecord(buf: Buffer, offset: number, end: number, copyData = true): DecodeResult {
   const avail = end - offset
   if (avail < PREFIX_BYTES) return { kind: 'incomplete', size: HEADER_BYTES }
-  if (buf.readUInt32LE(offset) !== RECORD_MAGIC) return { kind: 'invalid', reason: 'bad magic' }
+  const magic = buf.readUInt32LE(offset)
+  if (magic !== RECORD_MAGIC && magic !== RECORD_MAGIC_V1) return { kind: 'invalid', reason: 'bad magic' }
+  const header = magic === RECORD_MAGIC ? HEADER_BYTES : HEADER_BYTES_V1
   const length = buf.readUInt32LE(offset + 4)
   const size = PREFIX_BYTES + length
-  if (size < HEADER_BYTES || size > MAX_RECORD_BYTES) {
+  if (size < header || size > MAX_RECORD_BYTES) {
     return { kind: 'invalid', reason: `bad length ${length}` }
   }
   if (avail < size) return { kind: 'incomplete', size }
@@ -105,9 +137,11 @@ export function decodeRecord(buf: Buffer, offset: number, end: number, copyData 
     return { kind: 'invalid', reason: 'checksum mismatch' }
   }
   const idLength = buf.readUInt16LE(offset + 28)
-  if (HEADER_BYTES + idLength > size) return { kind: 'invalid', reason: 'bad dedup id length' }
-  const idStart = offset + HEADER_BYTES
-  const dataStart = idStart + idLength
+  const sourceLength = header === HEADER_BYTES ? buf.readUInt8(offset + 30) : 0
+  if (header + idLength + sourceLength > size) return { kind: 'invalid', reason: 'bad dedup id length' }
+  const idStart = offset + header
+  const sourceStart = idStart + idLength
+  const dataStart = sourceStart + sourceLength
   const data = copyData
     ? new Uint8Array(buf.subarray(dataStart, offset + size))
     : buf.subarray(dataStart, offset + size)
@@ -117,7 +151,8 @@ export function decodeRecord(buf: Buffer, offset: number, end: number, copyData 
     record: {
       seq: readUint53(buf, offset + 12),
       time: readUint53(buf, offset + 20),
-      dedupId: buf.toString('utf8', idStart, dataStart),
+      dedupId: buf.toString('utf8', idStart, sourceStart),
+      sourceId: sourceLength === 0 ? '' : buf.toString('latin1', sourceStart, dataStart),
       data,
     },
   }

@@ -7,7 +7,7 @@
 import { open } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
 import type { LogRecord, ReadStart } from '../log.js'
-import { ioError, LogError } from '../log-error.js'
+import { ioError, LogError, retryableIoError } from '../log-error.js'
 import { indexSegment, prefixLength, scanRecords } from './segment-file.js'
 import type { IndexEntry, Segment } from './segment-file.js'
 
@@ -123,7 +123,7 @@ async function openSegment(seg: Segment): Promise<FileHandle | undefined> {
     return await open(seg.path, 'r')
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-    throw ioError(`opening ${seg.path}`, err)
+    throw retryableIoError(`opening ${seg.path}`, err)
   }
 }
 

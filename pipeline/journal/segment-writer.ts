@@ -21,11 +21,15 @@ export interface PendingRecord {
   readonly time: number
 }
 
+/** How many of the oldest segments retention removes now; the active (last) one is never removed. */
+export type RetentionRule = (segments: readonly Segment[]) => number
+
 export interface SegmentWriterOptions {
   readonly dir: string
   readonly fsync: FsyncPolicy
   readonly segmentBytes: number
-  readonly maxSegments: number
+  /** Applied after every roll and by `retain`. */
+  readonly retention: RetentionRule
   /** A roll put off for want of a file descriptor (see `#roll`); at most one line per 10 s. */
   readonly onWarning?: (message: string, err: unknown) => void
 }
@@ -176,19 +180,46 @@ export class SegmentWriter {
       await this.#dirFh.sync()
     })
     if (!opened) return false
-    let segments = [...this.#segments, next]
-    const excess = segments.length - this.#opts.maxSegments
-    if (excess > 0) {
-      const dropped = segments.slice(0, excess)
-      segments = segments.slice(excess)
-      this.#segments = segments
-      // Best effort: retention is for logs whose loss is acceptable, and a file left
-      // behind is deleted on the next roll after the next open.
-      for (const seg of dropped) await unlinkIfPresent(seg.path).catch(() => undefined)
-      return true
-    }
-    this.#segments = segments
+    this.#segments = [...this.#segments, next]
+    await this.#dropOldest(this.#opts.retention)
     return true
+  }
+
+  /**
+   * Applies `rule` (the configured retention by default) now, in turn with writes and
+   * rolls. Resolves with the segments removed, oldest first.
+   */
+  retain(rule: RetentionRule = this.#opts.retention): Promise<readonly Segment[]> {
+    let removed: readonly Segment[] = []
+    return this.#serial(async () => {
+      removed = await this.#dropOldest(rule)
+    }).then(() => removed)
+  }
+
+  /**
+   * Removes whole sealed segments from the oldest. Each is taken out of the list readers
+   * snapshot before its file goes, so a new read never starts in it; a read already in it
+   * keeps its open handle, and one about to open it finds it gone and moves on (a consumer
+   * sees the jump in seqs and reports the loss). A segment whose file cannot be removed
+   * stops the pass with it and every newer one kept: the held segments must stay
+   * contiguous, or the next open would take a gap for damage. Retried by the next pass.
+   */
+  async #dropOldest(rule: RetentionRule): Promise<readonly Segment[]> {
+    const want = Math.min(rule(this.#segments), this.#segments.length - 1)
+    const removed: Segment[] = []
+    for (let i = 0; i < want; i++) {
+      const seg = this.#segments[0]!
+      this.#segments = this.#segments.slice(1)
+      try {
+        await unlinkIfPresent(seg.path)
+      } catch (err) {
+        this.#segments = [seg, ...this.#segments]
+        this.#warnNow(`signal log: could not remove ${seg.path} past retention; kept until the next pass`, err)
+        break
+      }
+      removed.push(seg)
+    }
+    return removed
   }
 
   #warnNow(message: string, err: unknown): void {

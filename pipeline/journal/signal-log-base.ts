@@ -6,11 +6,14 @@
  * validated arguments. Backend-agnostic on purpose (imports only the contract and the
  * error type) so the JetStream adapter can extend it too.
  */
-import type { AppendResult, LogInfo, LogRecord, ReadStart, SignalLog } from '../log.js'
+import { MAX_FETCH_RECORDS, MAX_FETCH_WAIT_MS } from '../log.js'
+import type { AppendOptions, AppendResult, ConsumeOptions, ConsumerInfo, ConsumerOptions, FetchResult, LogConsumer, LogInfo, LogRecord, ReadStart, SignalLog } from '../log.js'
 import { LogError } from '../log-error.js'
 
 /** Consumer names end up in file names and NATS subjects: keep them to a safe set. */
 const CONSUMER_NAME = /^[A-Za-z0-9_-]{1,64}$/
+/** A source id is one NATS subject token (`signals.<sourceId>`). */
+const SOURCE_ID = /^[A-Za-z0-9_-]{1,128}$/
 
 type State = 'idle' | 'opening' | 'open' | 'closing' | 'closed'
 
@@ -24,12 +27,21 @@ export abstract class SignalLogBase implements SignalLog {
   #settled: (() => void) | undefined
 
   protected abstract onOpen(): Promise<void>
-  protected abstract onAppend(dedupId: string, data: Uint8Array): Promise<AppendResult>
+  /** `sourceId` is '' when none was named. */
+  protected abstract onAppend(dedupId: string, data: Uint8Array, sourceId: string): Promise<AppendResult>
   protected abstract onRead(start: ReadStart, max: number): Promise<LogRecord[]>
-  protected abstract onInfo(): LogInfo
-  protected abstract onConsumerPosition(name: string): Promise<number>
-  protected abstract onAck(name: string, seq: number): Promise<void>
+  protected abstract onInfo(): Promise<LogInfo>
+  /** `sourceId` null for every record; `startSeq` at least 1. */
+  protected abstract onConsumer(name: string, sourceId: string | null, startSeq: number): Promise<LogConsumer>
+  protected abstract onConsumerInfo(name: string): Promise<ConsumerInfo | null>
+  protected abstract onConsumers(): Promise<ConsumerInfo[]>
+  protected abstract onDeleteConsumer(name: string): Promise<boolean>
   protected abstract onSync(): Promise<void>
+  /**
+   * Runs when close begins, before it waits for operations in flight: waiting fetches
+   * must end here, or close would wait for them until they expire.
+   */
+  protected abstract onClosing(): void
   /** Runs once, after every operation in flight has settled. */
   protected abstract onClose(): Promise<void>
 
@@ -61,11 +73,12 @@ export abstract class SignalLogBase implements SignalLog {
     return this.#opening
   }
 
-  append(dedupId: string, data: Uint8Array): Promise<AppendResult> {
+  append(dedupId: string, data: Uint8Array, options?: AppendOptions): Promise<AppendResult> {
     return this.#run(() => {
       if (typeof dedupId !== 'string') throw invalid('dedup id must be a string')
       if (!(data instanceof Uint8Array)) throw invalid('data must be a Uint8Array')
-      return this.onAppend(dedupId, data)
+      const { sourceId } = checkOptions<AppendOptions>(options, ['sourceId'], 'append options')
+      return this.onAppend(dedupId, data, sourceId === undefined ? '' : checkSourceId(sourceId))
     })
   }
 
@@ -78,24 +91,29 @@ export abstract class SignalLogBase implements SignalLog {
     })
   }
 
-  info(): LogInfo {
-    if (!this.#opened) return { firstSeq: 0, lastSeq: 0, records: 0, bytes: 0 }
-    return this.onInfo()
+  info(): Promise<LogInfo> {
+    return this.#run(() => this.onInfo())
   }
 
-  consumerPosition(name: string): Promise<number> {
-    return this.#run(() => this.onConsumerPosition(checkConsumerName(name)))
-  }
-
-  ack(name: string, seq: number): Promise<void> {
+  consumer(name: string, options?: ConsumerOptions): Promise<LogConsumer> {
     return this.#run(() => {
       checkConsumerName(name)
-      if (!Number.isSafeInteger(seq) || seq < 0) throw invalid('ack seq must be a non-negative integer')
-      // Acking a record that does not exist yet is a consumer bug; storing it would
-      // make the consumer skip that record once it is written.
-      if (seq > this.onInfo().lastSeq) throw invalid(`ack seq ${seq} is past the end of the log`)
-      return this.onAck(name, seq)
+      const { sourceId, startSeq } = checkOptions<ConsumerOptions>(options, ['sourceId', 'startSeq'], 'consumer options')
+      if (startSeq !== undefined && (!Number.isSafeInteger(startSeq) || startSeq < 1)) throw invalid('consumer option startSeq must be an integer of at least 1')
+      return this.onConsumer(name, sourceId === undefined ? null : checkSourceId(sourceId), startSeq ?? 1)
     })
+  }
+
+  consumerInfo(name: string): Promise<ConsumerInfo | null> {
+    return this.#run(() => this.onConsumerInfo(checkConsumerName(name)))
+  }
+
+  consumers(): Promise<ConsumerInfo[]> {
+    return this.#run(() => this.onConsumers())
+  }
+
+  deleteConsumer(name: string): Promise<boolean> {
+    return this.#run(() => this.onDeleteConsumer(checkConsumerName(name)))
   }
 
   sync(): Promise<void> {
@@ -111,6 +129,7 @@ export abstract class SignalLogBase implements SignalLog {
     const opening = this.#opening
     this.#state = 'closing'
     if (opening !== undefined) await opening.catch(() => undefined)
+    if (this.#opened) this.onClosing()
     // Appends already accepted finish (and become durable) before the files close.
     if (this.#inflight > 0) await new Promise<void>((resolve) => (this.#settled = resolve))
     try {
@@ -118,6 +137,11 @@ export abstract class SignalLogBase implements SignalLog {
     } finally {
       this.#state = 'closed'
     }
+  }
+
+  /** For adapters' consumers: runs `op` as an operation of the log (refused once closing, waited for by close). */
+  protected run<T>(op: () => Promise<T>): Promise<T> {
+    return this.#run(op)
   }
 
   #run<T>(op: () => Promise<T>): Promise<T> {
@@ -144,6 +168,50 @@ export abstract class SignalLogBase implements SignalLog {
 
 function invalid(message: string): LogError {
   return new LogError('invalid_argument', message)
+}
+
+/** A closed options object: an unknown key is a typo, never silently ignored. */
+function checkOptions<T extends object>(options: T | undefined, known: readonly string[], what: string): Partial<T> {
+  if (options === undefined) return {}
+  if (typeof options !== 'object' || options === null) throw invalid(`${what} must be an object`)
+  for (const key of Object.keys(options)) if (!known.includes(key)) throw invalid(`unknown ${what.replace(/s$/, '')} "${key}"; known: ${known.join(', ')}`)
+  return options
+}
+
+function checkSourceId(sourceId: unknown): string {
+  if (typeof sourceId !== 'string' || !SOURCE_ID.test(sourceId)) throw invalid('source id must be 1 to 128 of [A-Za-z0-9_-]')
+  return sourceId
+}
+
+/** The contract's rules for `LogConsumer.fetch` arguments, shared by every adapter. */
+export function checkFetchArgs(max: number, expiresMs: number, signal: AbortSignal | undefined): void {
+  if (!Number.isSafeInteger(max) || max < 1 || max > MAX_FETCH_RECORDS) throw invalid(`fetch max must be an integer from 1 to ${MAX_FETCH_RECORDS}`)
+  if (!Number.isSafeInteger(expiresMs) || expiresMs < 0 || expiresMs > MAX_FETCH_WAIT_MS) throw invalid(`fetch expiresMs must be an integer from 0 to ${MAX_FETCH_WAIT_MS}`)
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw invalid('fetch signal must be an AbortSignal')
+}
+
+/** The contract's rule for `LogConsumer.ack`'s seq, shared by every adapter. */
+export function checkAckSeq(seq: number): void {
+  if (!Number.isSafeInteger(seq) || seq < 0) throw invalid('ack seq must be a non-negative integer')
+}
+
+/** `LogConsumer.consume` for any adapter: a fetch loop yielding what is not empty. */
+export async function* consumeBatches(consumer: LogConsumer, options: ConsumeOptions = {}): AsyncGenerator<FetchResult> {
+  const max = options.max ?? 256
+  const expiresMs = options.expiresMs ?? 30_000
+  checkFetchArgs(max, expiresMs, options.signal)
+  for (;;) {
+    if (options.signal?.aborted === true) return
+    let batch: FetchResult
+    try {
+      batch = await consumer.fetch(max, expiresMs, options.signal)
+    } catch (err) {
+      // The consumer or the log closed: the iteration ends, as it does on abort.
+      if (err instanceof LogError && err.code === 'log_closed') return
+      throw err
+    }
+    if (batch.records.length > 0 || batch.lost !== null) yield batch
+  }
 }
 
 function checkConsumerName(name: string): string {

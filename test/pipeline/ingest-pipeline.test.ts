@@ -109,7 +109,7 @@ t.test('a key revoked while its request waits for verification gets 401 revoked_
   verifier.gates[0]!(true)
   await t.rejects(pending, { code: 'revoked_key' })
   t.equal(req.nonceClaimed, false, 'refused right after verification, before the nonce is spent')
-  t.equal(log.info().lastSeq, 0)
+  t.equal((await log.info()).lastSeq, 0)
 })
 
 t.test('a request whose timestamp went stale while it waited for a worker is refused before its nonce is claimed', async (t) => {
@@ -178,7 +178,7 @@ t.test('a rate ceiling lowered after a source registered caps it: the source dec
   await settle()
   for (const gate of verifier.gates) gate(true)
   t.same(await Promise.all(answers), ['accepted', 'accepted', 'rate_limited: source exceeded its max_rate of 1 per second'])
-  t.equal(log.info().lastSeq, 2)
+  t.equal((await log.info()).lastSeq, 2)
 })
 
 t.test('a signal the dedup index has no room for is refused before the append: 429 at the source share, and nothing is logged', async (t) => {
@@ -189,7 +189,7 @@ t.test('a signal the dedup index has no room for is refused before the append: 4
   await settle()
   for (const gate of verifier.gates) gate(true)
   t.same(await Promise.all(answers), ['accepted', 'accepted', 'rate_limited 60: too many signals of this source in the dedup window'])
-  t.equal(log.info().lastSeq, 2)
+  t.equal((await log.info()).lastSeq, 2)
   t.equal(pipeline.dedupEntries, 2)
 })
 
@@ -264,7 +264,7 @@ t.test('past the dedup window a reused signal_id is refused with 400 invalid_sig
   await settle()
   verifier.gates.shift()!(true)
   await t.rejects(otherBody, { code: 'invalid_signal_id' })
-  t.equal(log.info().lastSeq, 1, 'no second record under the same signal id')
+  t.equal((await log.info()).lastSeq, 1, 'no second record under the same signal id')
 })
 
 t.test('a log that refuses the append gives 503 not_ready, reports the failure, and remembers nothing', async (t) => {
@@ -346,14 +346,14 @@ t.test('a key revoked while a request waits for an in-flight duplicate is refuse
   const { a, b, log } = await revokeWhileDuplicateWaits(t, 'fail')
   await t.rejects(a, { code: 'not_ready' })
   await t.rejects(b, { code: 'revoked_key' }, 'the duplicate that waited sees the revocation')
-  t.equal(log.info().lastSeq, 0, 'nothing was logged')
+  t.equal((await log.info()).lastSeq, 0, 'nothing was logged')
 })
 
 t.test('a key revoked while its request waits for a duplicate that then succeeds gets revoked_key, not the replay 202', async (t) => {
   const { a, b, log } = await revokeWhileDuplicateWaits(t, 'succeed')
   t.notOk((await a).deduplicated, 'the first was past its last look and is accepted')
   await t.rejects(b, { code: 'revoked_key' }, 'the duplicate that waited sees the revocation')
-  t.equal(log.info().lastSeq, 1, 'one record')
+  t.equal((await log.info()).lastSeq, 1, 'one record')
 })
 
 t.test("a pending key's deduplicated 202 for a signal another key sent marks it tested", async (t) => {
@@ -417,7 +417,7 @@ t.test('a revocation made while a request is being appended is acknowledged only
   release!()
   await Promise.all([inFlight, revoked])
   t.same(events, ['202 test=false', 'revoke acknowledged'])
-  t.equal(log.info().lastSeq, 1)
+  t.equal((await log.info()).lastSeq, 1)
 })
 
 t.test('a promotion not yet on disk changes nothing for ingest: the key signs tests until it is, and a failed promotion leaves no delivered signal', async (t) => {
@@ -463,7 +463,7 @@ t.test('a verify batch lost with its worker answers 503 not_ready, so the client
   const pipeline = makePipeline({ pool: dying as unknown as VerifyPool, onWarning: (m) => warnings.push(m) })
   await t.rejects(pipeline.process(request()), { code: 'not_ready', status: 503, retryAfter: 1 })
   t.same(warnings, ['a verify batch failed'])
-  t.equal(log.info().lastSeq, 0)
+  t.equal((await log.info()).lastSeq, 0)
 })
 
 t.test('verified requests waiting for a stalled append fill their limit, and the pipeline then says no room until they are through', async (t) => {
@@ -551,7 +551,7 @@ t.test('a save while running waits for the appends the log already counts, so it
   const pipeline = makePipeline({ log: slowLog, stateFile })
   const a = request()
   const accepting = passed(verifier, pipeline.process(a))
-  while (log.info().lastSeq === 0) await new Promise((r) => setImmediate(r))
+  while ((await log.info()).lastSeq === 0) await new Promise((r) => setImmediate(r))
   const saving = pipeline.saveState()
   const first = await Promise.race([saving.then(() => 'saved'), new Promise((r) => setTimeout(() => r('waiting'), 200))])
   t.equal(first, 'waiting', 'the save waits for the append the log already counts')
@@ -643,7 +643,7 @@ t.test('after the log refused an append, whose record it may hold, no state is s
   t.equal((await pipeline.saveState())?.mark?.seq, 1, 'a save before the failure covers the log')
   fail = true
   await t.rejects(passed(verifier, pipeline.process(request())), { code: 'not_ready' })
-  t.equal(log.info().lastSeq, 2, 'the refused append is in the log')
+  t.equal((await log.info()).lastSeq, 2, 'the refused append is in the log')
   await t.rejects(pipeline.saveState(), /refused an append/)
   const next = makePipeline({ stateFile })
   t.equal((await next.rebuild()).restored, 1, 'the next start reads the refused record back from the log, after the last good save')

@@ -4,15 +4,19 @@
  * error `code`s, never a backend's files or internals.
  *
  * Usage, in a backend's test file:
- *   logContract(t, 'journal', (dir) => openJournal({ dir, fsync: 'always', dedupWindowMs: 1_200_000 }))
+ *   logContract(t, 'journal', (dir) => openJournal({ dir, fsync: 'always', dedupWindowMs: 1_200_000 }), hooks)
  * `makeLog(dir)` must return an opened log; called again with the same `dir` it must
  * reopen the same log (for backends without local files, `dir` can key the stream name).
+ * The consumer half of the suite is in ./log-consumer-contract.ts; `hooks` is what it
+ * needs of the backend beyond the contract.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type tap from 'tap'
 import type { LogRecord, SignalLog } from '../../pipeline/log.js'
+import { consumerContract } from './log-consumer-contract.js'
+import type { BackendHooks } from './log-consumer-contract.js'
 
 /** The `t` handed to a tap subtest callback. */
 export type TapTest = Parameters<Parameters<typeof tap.test>[0]>[0]
@@ -23,7 +27,7 @@ const bytes = (s: string): Uint8Array => new TextEncoder().encode(s)
 const text = (b: Uint8Array): string => new TextDecoder().decode(b)
 
 /** A fresh log in a fresh folder; the log is closed and the folder removed at teardown. */
-async function fresh(t: TapTest, makeLog: MakeLog): Promise<{ log: SignalLog; dir: string; reopen: () => Promise<SignalLog> }> {
+export async function fresh(t: TapTest, makeLog: MakeLog): Promise<{ log: SignalLog; dir: string; reopen: () => Promise<SignalLog> }> {
   const dir = await mkdtemp(join(tmpdir(), 'signal-log-contract-'))
   const opened: SignalLog[] = []
   t.teardown(async () => {
@@ -38,18 +42,19 @@ async function fresh(t: TapTest, makeLog: MakeLog): Promise<{ log: SignalLog; di
   return { log: await open(), dir, reopen: open }
 }
 
-async function appendMany(log: SignalLog, n: number, prefix = 'r'): Promise<number[]> {
+export async function appendMany(log: SignalLog, n: number, prefix = 'r'): Promise<number[]> {
   const seqs: number[] = []
   for (let i = 1; i <= n; i++) seqs.push((await log.append(`${prefix}-${i}`, bytes(`${prefix} payload ${i}`))).seq)
   return seqs
 }
 
-export function logContract(t: TapTest, name: string, makeLog: MakeLog): void {
+export function logContract(t: TapTest, name: string, makeLog: MakeLog, hooks: BackendHooks): void {
+  consumerContract(t, name, makeLog, hooks)
   t.test(`${name}: signal log contract`, async (t) => {
     t.test('appends get increasing seqs starting at 1', async (t) => {
       const { log } = await fresh(t, makeLog)
       t.same(await appendMany(log, 5), [1, 2, 3, 4, 5])
-      t.match(log.info(), { firstSeq: 1, lastSeq: 5, records: 5 })
+      t.match(await log.info(), { firstSeq: 1, lastSeq: 5, records: 5 })
     })
 
     t.test('concurrent appends get distinct gapless seqs in call order', async (t) => {
@@ -62,9 +67,9 @@ export function logContract(t: TapTest, name: string, makeLog: MakeLog): void {
 
     t.test('an empty log reports zeros and reads nothing', async (t) => {
       const { log } = await fresh(t, makeLog)
-      t.same(log.info().firstSeq, 0)
-      t.same(log.info().lastSeq, 0)
-      t.same(log.info().records, 0)
+      t.same((await log.info()).firstSeq, 0)
+      t.same((await log.info()).lastSeq, 0)
+      t.same((await log.info()).records, 0)
       t.same(await log.read({ fromSeq: 1 }, 10), [])
       t.same(await log.read({ fromTime: 0 }, 10), [])
     })
@@ -74,7 +79,7 @@ export function logContract(t: TapTest, name: string, makeLog: MakeLog): void {
       t.same(await log.append('sig-1', bytes('first')), { seq: 1, duplicate: false })
       t.same(await log.append('sig-2', bytes('second')), { seq: 2, duplicate: false })
       t.same(await log.append('sig-1', bytes('retry')), { seq: 1, duplicate: true })
-      t.equal(log.info().lastSeq, 2)
+      t.equal((await log.info()).lastSeq, 2)
       const records = await log.read({ fromSeq: 1 }, 10)
       t.equal(records.length, 2)
       t.equal(text(records[0]!.data), 'first')
@@ -85,7 +90,7 @@ export function logContract(t: TapTest, name: string, makeLog: MakeLog): void {
       const results = await Promise.all(Array.from({ length: 20 }, () => log.append('same', bytes('x'))))
       t.same(new Set(results.map((r) => r.seq)), new Set([1]))
       t.equal(results.filter((r) => !r.duplicate).length, 1)
-      t.equal(log.info().lastSeq, 1)
+      t.equal((await log.info()).lastSeq, 1)
     })
 
     t.test('read from a seq returns up to max records in order, across many records', async (t) => {
@@ -139,7 +144,7 @@ export function logContract(t: TapTest, name: string, makeLog: MakeLog): void {
       await appendMany(log, 10)
       await log.close()
       const again = await reopen()
-      t.match(again.info(), { firstSeq: 1, lastSeq: 10, records: 10 })
+      t.match(await again.info(), { firstSeq: 1, lastSeq: 10, records: 10 })
       t.same((await again.read({ fromSeq: 1 }, 20)).map((r) => text(r.data)), Array.from({ length: 10 }, (_, i) => `r payload ${i + 1}`))
       t.same(await again.append('after', bytes('after')), { seq: 11, duplicate: false })
     })
@@ -151,44 +156,7 @@ export function logContract(t: TapTest, name: string, makeLog: MakeLog): void {
       const results = await Promise.all(pending)
       t.equal(results.length, 100)
       const again = await reopen()
-      t.equal(again.info().lastSeq, 100)
-    })
-
-    t.test('an unknown consumer is at position 0', async (t) => {
-      const { log } = await fresh(t, makeLog)
-      t.equal(await log.consumerPosition('nobody'), 0)
-    })
-
-    t.test('consumer positions survive close and reopen', async (t) => {
-      const { log, reopen } = await fresh(t, makeLog)
-      await appendMany(log, 10)
-      await log.ack('recorder', 7)
-      await log.ack('webhooks_1', 3)
-      t.equal(await log.consumerPosition('recorder'), 7)
-      await log.close()
-      const again = await reopen()
-      t.equal(await again.consumerPosition('recorder'), 7)
-      t.equal(await again.consumerPosition('webhooks_1'), 3)
-    })
-
-    t.test('a consumer position never moves backwards', async (t) => {
-      const { log } = await fresh(t, makeLog)
-      await appendMany(log, 10)
-      await Promise.all([log.ack('sse', 9), log.ack('sse', 4)])
-      await log.ack('sse', 2)
-      t.equal(await log.consumerPosition('sse'), 9)
-    })
-
-    t.test('invalid consumer names and acks are refused with invalid_argument', async (t) => {
-      const { log } = await fresh(t, makeLog)
-      await appendMany(log, 2)
-      for (const bad of ['', 'has space', 'dot.name', 'x'.repeat(65), 'ünï']) {
-        await t.rejects(log.ack(bad, 1), { code: 'invalid_argument' }, `ack(${JSON.stringify(bad)})`)
-        await t.rejects(log.consumerPosition(bad), { code: 'invalid_argument' })
-      }
-      await t.rejects(log.ack('ok', -1), { code: 'invalid_argument' })
-      await t.rejects(log.ack('ok', 1.5), { code: 'invalid_argument' })
-      await t.rejects(log.ack('ok', 3), { code: 'invalid_argument' }, 'an ack past the last record')
+      t.equal((await again.info()).lastSeq, 100)
     })
 
     t.test('invalid read starts are refused with invalid_argument', async (t) => {
@@ -219,7 +187,8 @@ export function logContract(t: TapTest, name: string, makeLog: MakeLog): void {
       await log.close()
       await t.rejects(log.append('late', bytes('late')), { code: 'log_closed' })
       await t.rejects(log.read({ fromSeq: 1 }, 1), { code: 'log_closed' })
-      await t.rejects(log.ack('c', 1), { code: 'log_closed' })
+      await t.rejects(log.info(), { code: 'log_closed' })
+      await t.rejects(log.consumer('c'), { code: 'log_closed' })
       await t.rejects(log.sync(), { code: 'log_closed' })
     })
 

@@ -7,7 +7,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { openJournal } from '../../pipeline/log-journal.js'
-import type { JournalOptions } from '../../pipeline/log-journal.js'
+import type { Journal, JournalOptions } from '../../pipeline/log-journal.js'
 import type { SignalLog } from '../../pipeline/log.js'
 import { payloadFor } from '../fixtures/journal-writer.js'
 import { logContract } from './log-contract.js'
@@ -15,7 +15,23 @@ import type { TapTest } from './log-contract.js'
 
 const WINDOW = 20 * 60_000
 
-logContract(t, 'journal', (dir) => openJournal({ dir, fsync: 'always', dedupWindowMs: WINDOW }))
+// Small segments, so that reads cross many of them and retention has whole ones to remove.
+logContract(t, 'journal', (dir) => openJournal({ dir, fsync: 'always', dedupWindowMs: WINDOW, segmentBytes: 4096 }), {
+  expire: async (log, beforeSeq) => void (await (log as Journal).purge(beforeSeq)),
+  // What running out of file descriptors does to the journal: opening a segment to read
+  // it, or the consumer positions file to replace it, fails with EMFILE.
+  makeUnavailable: async () => {
+    const realOpen = fs.promises.open
+    fs.promises.open = (async () => {
+      throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' })
+    }) as typeof fs.promises.open
+    syncBuiltinESMExports()
+    return async () => {
+      fs.promises.open = realOpen
+      syncBuiltinESMExports()
+    }
+  },
+})
 
 const bytes = (s: string): Uint8Array => new TextEncoder().encode(s)
 const text = (b: Uint8Array): string => new TextDecoder().decode(b)
@@ -63,7 +79,7 @@ t.test('garbage after the last record is cut off at open and appends continue fr
   const goodSize = (await stat(seg)).size
   await appendFile(seg, Buffer.from('\x00\x01garbage that is not a record, written by a dying process'))
   const again = await open()
-  t.equal(again.info().lastSeq, 40)
+  t.equal((await again.info()).lastSeq, 40)
   t.equal((await allRecords(again)).length, 40)
   t.equal((await stat(seg)).size, goodSize, 'the file was truncated to the last good record')
   t.same(await again.append('next', bytes('next')), { seq: 41, duplicate: false })
@@ -73,14 +89,14 @@ t.test('a half-written final record is cut off at open', async (t) => {
   const { dir, open } = await journalDir(t)
   const log = await open()
   await appendN(log, 40)
-  const sizeAt40 = log.info().bytes
+  const sizeAt40 = (await log.info()).bytes
   await appendN(log, 1, 41)
-  const sizeAt41 = log.info().bytes
+  const sizeAt41 = (await log.info()).bytes
   await log.close()
   const seg = await lastSegment(dir)
   await truncate(seg, sizeAt40 + Math.floor((sizeAt41 - sizeAt40) / 2))
   const again = await open()
-  t.equal(again.info().lastSeq, 40)
+  t.equal((await again.info()).lastSeq, 40)
   const records = await allRecords(again)
   t.same(records.map((r) => r.seq), Array.from({ length: 40 }, (_, i) => i + 1))
   t.same(await again.append('id-41', bytes('rewritten')), { seq: 41, duplicate: false })
@@ -90,7 +106,7 @@ t.test('a checksum mismatch in the last segment truncates the log from that reco
   const { dir, open } = await journalDir(t)
   const log = await open()
   await appendN(log, 14)
-  const sizeAt14 = log.info().bytes
+  const sizeAt14 = (await log.info()).bytes
   await appendN(log, 6, 15)
   await log.close()
   const seg = await lastSegment(dir)
@@ -100,7 +116,7 @@ t.test('a checksum mismatch in the last segment truncates the log from that reco
   await writeFile(seg, file)
   const repairs: unknown[] = []
   const again = await open({ onRepair: (tail) => repairs.push(tail) })
-  t.equal(again.info().lastSeq, 14)
+  t.equal((await again.info()).lastSeq, 14)
   t.equal((await allRecords(again)).length, 14)
   t.equal((await stat(seg)).size, sizeAt14)
   t.same(await again.append('next', bytes('next')), { seq: 15, duplicate: false })
@@ -111,7 +127,7 @@ t.test('a bad record followed by more valid records than one batch is damage, no
   const { dir, open } = await journalDir(t)
   const log = await open()
   await appendN(log, 10)
-  const sizeAt10 = log.info().bytes
+  const sizeAt10 = (await log.info()).bytes
   // 12 records of 800 KB: more than the 8 MiB batch (and one record) a crash can leave unsynced.
   for (let i = 11; i <= 22; i++) await log.append(`big-${i}`, new Uint8Array(800 * 1024).fill(i))
   await log.close()
@@ -124,7 +140,7 @@ t.test('a bad record followed by more valid records than one batch is damage, no
   // Under 'never' a crash can leave any amount unsynced, so the same bytes are a torn tail.
   const repairs: Array<{ validRecordsCut: number }> = []
   const lenient = await open({ fsync: 'never', onRepair: (tail) => repairs.push(tail) })
-  t.equal(lenient.info().lastSeq, 10)
+  t.equal((await lenient.info()).lastSeq, 10)
   t.equal(repairs[0]?.validRecordsCut, 11)
 })
 
@@ -284,7 +300,7 @@ t.test('maxSegments deletes the oldest segments and reads start at the first rec
   for (let i = 1; i <= 60; i++) await log.append(`m-${i}`, bytes(`m ${i}`.padEnd(1000, '.')))
   const files = await segmentFiles(dir)
   t.equal(files.length, 3)
-  const info = log.info()
+  const info = await log.info()
   t.equal(info.lastSeq, 60)
   t.equal(files[0], `${String(info.firstSeq).padStart(20, '0')}.seg`)
   t.equal(info.records, 60 - info.firstSeq + 1)
@@ -300,7 +316,7 @@ t.test('an empty last segment left by a crash during a roll is reused', async (t
   await log.close()
   await writeFile(join(dir, '00000000000000000006.seg'), Buffer.alloc(0))
   const again = await open()
-  t.match(again.info(), { firstSeq: 1, lastSeq: 5 })
+  t.match(await again.info(), { firstSeq: 1, lastSeq: 5 })
   t.same(await again.append('six', bytes('6')), { seq: 6, duplicate: false })
   t.same((await allRecords(again)).map((r) => r.seq), [1, 2, 3, 4, 5, 6])
 })
@@ -345,7 +361,7 @@ t.test('a folder freed by close can be opened again', async (t) => {
   const log = await open()
   await log.close()
   const again = await open()
-  t.equal(again.info().lastSeq, 0)
+  t.equal((await again.info()).lastSeq, 0)
 })
 
 t.test('sync puts acknowledged appends on disk under the relaxed policies, and costs nothing under always', async (t) => {
@@ -380,7 +396,7 @@ t.test('the interval and never policies keep records across close and reopen', a
     await Promise.all(Array.from({ length: 50 }, (_, i) => log.append(`p-${i}`, bytes(`p ${i}`.padEnd(300, '.')))))
     await log.close()
     const again = await open({ fsync })
-    t.equal(again.info().lastSeq, 50, fsync)
+    t.equal((await again.info()).lastSeq, 50, fsync)
     t.equal((await allRecords(again)).length, 50, fsync)
   }
 })
@@ -440,7 +456,7 @@ t.test('after a failed write every append rejects with log_io until the journal 
   await t.rejects(log.append('id-4', bytes('x')), { code: 'log_io' }, 'a retry of the failed id is not answered as a duplicate')
   await log.close()
   const again = await open()
-  t.equal(again.info().lastSeq, 3)
+  t.equal((await again.info()).lastSeq, 3)
   t.same(await again.append('id-4', bytes('x')), { seq: 4, duplicate: false })
 })
 
@@ -496,7 +512,7 @@ t.test('every acknowledged append survives kill -9 of the writing process', asyn
   const log = await open()
   const records = await log.read({ fromSeq: 1 }, 1_000_000)
   t.same(records.map((r) => r.seq), Array.from({ length: records.length }, (_, i) => i + 1), 'seqs are gapless from 1')
-  t.equal(log.info().lastSeq, records.length)
+  t.equal((await log.info()).lastSeq, records.length)
   const bySeq = new Map(records.map((r) => [r.seq, r]))
   let missing = 0
   let wrong = 0
@@ -526,6 +542,6 @@ t.test('group commit batches concurrent 1 KB appends under fsync always', async 
     }
   }))
   const seconds = (performance.now() - started) / 1000
-  t.equal(log.info().lastSeq, total)
+  t.equal((await log.info()).lastSeq, total)
   t.comment(`journal throughput: ${Math.round(total / seconds)} appends/s, 1 KiB records, fsync always, ${concurrency} in flight, ${total} appends`)
 })
