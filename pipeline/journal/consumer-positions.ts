@@ -8,8 +8,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { replaceFileDurably, temporaryPathOf, unlinkIfPresent } from '../../storage/index.js'
-import { GroupCommit } from './group-commit.js'
+import { GroupCommit, replaceFileDurably, temporaryPathOf, unlinkIfPresent } from '../../storage/index.js'
 import { ioError, LogError } from '../log-error.js'
 
 const FILE = 'consumers.json'
