@@ -3,6 +3,7 @@ import { networkInterfaces } from 'node:os'
 import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
 import type { Registry } from '../registry/index.js'
+import type { Rentals } from '../rentals/index.js'
 import { ConfigError } from '../config/index.js'
 import { ApiError, type RateCeiling, openApiDocument } from '../schemas/index.js'
 import { registerAdminRoutes } from './control/admin-routes.js'
@@ -10,6 +11,7 @@ import { registerAgentRoutes } from './control/agent-routes.js'
 import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
 import { registerDisputeRoutes } from './control/dispute-routes.js'
 import { registerKeyRoutes } from './control/key-routes.js'
+import { registerRentalRoutes } from './control/rental-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
 import { requestPrincipal } from './http/bearer.js'
 import { BodyReader } from './http/body-reader.js'
@@ -35,6 +37,7 @@ export interface GatewayOptions {
   /** The highest max_rate a new source may declare. */
   readonly rateCeiling: RateCeiling
   readonly registry: Registry
+  readonly rentals: Rentals
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
   readonly errors: IngestErrorLog
@@ -116,6 +119,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerAgentRoutes(parts, () => baseUrl)
   registerKeyRoutes(parts, () => options.pipeline.settled())
   registerIngestErrorsRoute(parts, options.errors)
+  registerRentalRoutes(parts, options.rentals)
   // A signal is stored at most a body's time, a verification and an append after its arrival.
   const maxLagMs = options.bodyTimeoutMs + 60_000
   registerDisputeRoutes(parts, {

@@ -1,5 +1,5 @@
 import { newId } from '../registry/index.js'
-import { isKvError, type KvBucket, type KvEntry, type KvWatcher } from '../storage/index.js'
+import { isKvError, type KvBucket, type KvBucketLimits, type KvEntry, type KvWatcher } from '../storage/index.js'
 import { ExpirySchedule } from './expiry-schedule.js'
 import { RENTAL_LIMITS } from './limits.js'
 import { OpenClaims } from './open-claims.js'
@@ -81,6 +81,14 @@ export class Rentals {
     await rentals.#watch()
     rentals.#sweeper = setInterval(() => void rentals.sweep().catch((err: unknown) => options.onWarning?.('rentals: sweep failed', err)), SWEEP_INTERVAL_MS).unref()
     return rentals
+  }
+
+  /**
+   * The bounds to open the rentals bucket with: each rental is one key, and adds at most
+   * two claims documents (its renter's and its source's).
+   */
+  static bucketLimits(maxRentals: number): KvBucketLimits {
+    return { maxKeys: 3 * maxRentals, maxValueBytes: RENTAL_LIMITS.maxValueBytes }
   }
 
   /** Rentals in the index (ended ones included). */

@@ -2,6 +2,7 @@ import { ERROR_STATUS, ErrorBody } from './api-error.js'
 import { CreateAgentRequest, CreateSourceRequest, CreateTokenRequest, OpenDisputeRequest, RegisterKeyRequest, ResolveDisputeRequest } from './control.js'
 import { SignalAcceptedEvent } from './events.js'
 import { Listing, Manifest } from './manifest.js'
+import { CreateRentalRequest, RENTAL_STATES, RentalView } from './rentals.js'
 import { AcceptedBody, SignalPayloadSchema } from './signal.js'
 
 const json = (schema: unknown) => ({ content: { 'application/json': { schema } } })
@@ -128,6 +129,27 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           parameters: [path('agent_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }],
           responses: { '200': { description: 'the agent sources, oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400, 404) },
         },
+      },
+      '/v1/admin/rentals': {
+        post: { security: bearer, requestBody: json(CreateRentalRequest), responses: { '201': { description: 'rental (admin token)', ...ok(RentalView) }, ...withBody(404, 409) } },
+      },
+      '/v1/rentals': {
+        get: {
+          security: bearer,
+          parameters: [
+            ...['renter_id', 'source_id'].map((name) => ({ name, in: 'query', schema: { type: 'string' } })),
+            { name: 'state', in: 'query', schema: { enum: [...RENTAL_STATES] } },
+            { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } },
+            { name: 'cursor', in: 'query', schema: { type: 'string' } },
+          ],
+          responses: { '200': { description: 'rentals, oldest first, with next_cursor: a renter token its own, the admin token all', ...ok({ type: 'array', items: RentalView }) }, ...control(400) },
+        },
+      },
+      '/v1/rentals/{rental_id}': {
+        get: { security: bearer, parameters: [path('rental_id')], responses: { '200': { description: 'rental: its renter or the admin token', ...ok(RentalView) }, ...control(404) } },
+      },
+      '/v1/admin/rentals/{rental_id}/end': {
+        post: { security: bearer, parameters: [path('rental_id')], requestBody: noInput, responses: { '200': { description: 'ended rental; an ended or expired one unchanged', ...ok(RentalView) }, ...withBody(404) } },
       },
       '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format; admin token' }, ...control() } } },
       '/healthz': { get: { responses: { '200': { description: 'alive' } } } },

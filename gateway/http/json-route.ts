@@ -41,9 +41,10 @@ export interface RouteResult {
 export interface RouteOptions {
   /**
    * `admin`: only the admin token; `creator`: a creator token or the admin token, and
-   * the handler checks ownership. Checked before any body is read.
+   * the handler checks ownership; `any`: any valid token, the handler checks the role
+   * and what it may see. Checked before any body is read.
    */
-  readonly access: 'admin' | 'creator'
+  readonly access: 'admin' | 'creator' | 'any'
 }
 
 export interface JsonRoutesParts {
