@@ -1,9 +1,9 @@
-import { mkdir, open, readFile, type FileHandle } from 'node:fs/promises'
+import { mkdir, open, type FileHandle } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
-import { setImmediate as yieldToLoop } from 'node:timers/promises'
 import { replaceFileDurably, syncDir, writeFully } from './durable-fs.js'
 import { GroupCommit } from './group-commit.js'
-import { changeBytes, decodeFrame, encodeFrame, OP_DEL, OP_MARK, OP_PUT, validFrameAfter, type StoredChange } from './kv-frame.js'
+import { changeBytes, encodeFrame, OP_DEL, OP_PUT, type StoredChange } from './kv-frame.js'
+import { readBucketFiles, snapshotFrames, type Held } from './kv-file-state.js'
 import {
   checkKey,
   checkLimits,
@@ -25,8 +25,6 @@ import { KvWatchQueue } from './kv-watch-queue.js'
 const LOG_MIN_BYTES = 1024 * 1024
 /** Bytes of changes written in one frame (one write, one fdatasync) at most. */
 const MAX_BATCH_BYTES = 4 * 1024 * 1024
-/** Entries per snapshot frame, with a turn of the event loop after each. */
-const ENTRIES_PER_FRAME = 1000
 
 export interface FileKvOptions {
   /** The folder holding one sub-folder per bucket (DATA_DIR/kv). */
@@ -37,12 +35,6 @@ export interface FileKvOptions {
   readonly onFailure?: (err: KvError) => void
   /** Something was repaired or left undone, and the bucket goes on (a torn tail cut, a compaction that failed). */
   readonly onWarning?: (message: string, err?: unknown) => void
-}
-
-interface Held {
-  readonly revision: number
-  readonly created: number
-  readonly value: Uint8Array
 }
 
 type Operation =
@@ -300,38 +292,16 @@ export class FileKvBucket implements KvBucket {
 
   /** Rewrites the snapshot from the values and empties the change log. A failure leaves both as they were. */
   async #compact(): Promise<void> {
-    const revision = this.#revision
-    let bytes = 0
-    const frames = async function* (values: Map<string, Held>): AsyncGenerator<Buffer> {
-      const mark = encodeFrame([{ op: OP_MARK, revision, time: 0, key: '', value: new Uint8Array(0) }])
-      bytes += mark.length
-      yield mark
-      let group: StoredChange[] = []
-      for (const [key, held] of values) {
-        group.push({ op: OP_PUT, revision: held.revision, time: held.created, key, value: held.value })
-        if (group.length === ENTRIES_PER_FRAME) {
-          const frame = encodeFrame(group)
-          bytes += frame.length
-          yield frame
-          group = []
-          await yieldToLoop()
-        }
-      }
-      if (group.length > 0) {
-        const frame = encodeFrame(group)
-        bytes += frame.length
-        yield frame
-      }
-    }
+    const written = { bytes: 0 }
     try {
-      await replaceFileDurably(this.#snapshotPath, this.#folder, frames(this.#values), 0o600)
+      await replaceFileDurably(this.#snapshotPath, this.#folder, snapshotFrames(this.#values, this.#revision, written), 0o600)
     } catch (err) {
       // The log still holds every change: retry once it has grown as much again.
       this.#compactAt = this.#logBytes * 2
       this.#options.onWarning?.(`kv bucket ${this.name}: snapshot not written; the change log keeps growing until one is`, err)
       return
     }
-    this.#compactAt = Math.max(LOG_MIN_BYTES, bytes)
+    this.#compactAt = Math.max(LOG_MIN_BYTES, written.bytes)
     try {
       const log = await this.#openLog()
       await log.truncate(0)
@@ -346,54 +316,16 @@ export class FileKvBucket implements KvBucket {
   async #load(): Promise<void> {
     await mkdir(this.#folder, { recursive: true, mode: 0o700 })
     await syncDir(dirname(this.#folder))
-    const snapshot = await readIfPresent(this.#snapshotPath)
-    let snapshotRevision = 0
-    if (snapshot !== undefined) {
-      // Written whole and renamed into place: any damage in it is damage, never a torn tail.
-      for (let at = 0; at < snapshot.length; ) {
-        const frame = decodeFrame(snapshot, at)
-        if (frame.kind !== 'frame') throw new KvError('corrupt', `${this.#snapshotPath}: damaged at byte ${at}`)
-        for (const c of frame.changes) {
-          if (c.op === OP_MARK) snapshotRevision = c.revision
-          else this.#values.set(c.key, { revision: c.revision, created: c.time, value: c.value })
-        }
-        at += frame.size
-      }
-      this.#compactAt = Math.max(LOG_MIN_BYTES, snapshot.length)
-    }
-    this.#revision = snapshotRevision
-    const log = await readIfPresent(this.#logPath)
-    let at = 0
-    while (log !== undefined && at < log.length) {
-      const frame = decodeFrame(log, at)
-      if (frame.kind !== 'frame') {
-        if (frame.kind === 'invalid' && validFrameAfter(log, at)) throw new KvError('corrupt', `${this.#logPath}: damaged frame at byte ${at} (${frame.reason}) with frames after it`)
-        break
-      }
-      for (const c of frame.changes) {
-        if (c.revision <= snapshotRevision) continue
-        if (c.op === OP_DEL) this.#values.delete(c.key)
-        else if (c.op === OP_PUT) this.#values.set(c.key, { revision: c.revision, created: c.time, value: c.value })
-        this.#revision = Math.max(this.#revision, c.revision)
-      }
-      at += frame.size
-    }
+    const files = await readBucketFiles(this.#snapshotPath, this.#logPath, this.#values)
+    this.#revision = files.revision
+    this.#compactAt = Math.max(LOG_MIN_BYTES, files.snapshotBytes)
     const handle = await this.#openLog()
-    if (log !== undefined && at < log.length) {
+    if (files.tornBytes > 0) {
       // A torn last frame: never acknowledged. Cut off, so the next frame follows a whole one.
-      await handle.truncate(at)
+      await handle.truncate(files.logBytes)
       await handle.datasync()
-      this.#options.onWarning?.(`kv bucket ${this.name}: cut a torn tail of ${log.length - at} bytes left by a crash`)
+      this.#options.onWarning?.(`kv bucket ${this.name}: cut a torn tail of ${files.tornBytes} bytes left by a crash`)
     }
-    this.#logBytes = at
-  }
-}
-
-async function readIfPresent(path: string): Promise<Buffer | undefined> {
-  try {
-    return await readFile(path)
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined
-    throw err
+    this.#logBytes = files.logBytes
   }
 }
