@@ -6,8 +6,9 @@ import { ConfigError, isUsableAdminToken, parseTrustedProxies, type Config } fro
 import { lockDataDir } from './data-dir-lock.js'
 import { startGateway } from './gateway/index.js'
 import { IngestErrorLog, IngestPipeline, openJournal, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
-import { replaceFileDurably } from './storage/index.js'
+import { fileKvBuckets, replaceFileDurably } from './storage/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
+import { Rentals } from './rentals/index.js'
 import { NONCE_WINDOW_MS } from './schemas/index.js'
 
 export interface RunningService {
@@ -200,6 +201,21 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     onWarning: (message, err) => logger.warn({ err }, message),
   })
 
+  // Shared state on the key-value port: files under DATA_DIR/kv here, NATS KV buckets in a cluster.
+  const openBucket = fileKvBuckets({
+    dir: join(dataDir, 'kv'),
+    // A failed fsync: what reached the disk is unknown until the files are read again.
+    onFailure: (err) => failFatally(err, 'a key-value bucket failed; stopping so that a restart reloads it from disk'),
+    onWarning: (message, err) => logger.warn({ err }, message),
+  })
+  const rentalsBucket = await steps.time('rentals', () => openBucket('rentals', Rentals.bucketLimits(config.RENTALS_MAX)))
+  const rentals = await Rentals.open({
+    bucket: rentalsBucket,
+    maxRentals: config.RENTALS_MAX,
+    keepEndedMs: config.RENTALS_KEEP_ENDED_DAYS * 86_400_000,
+    onWarning: (message, err) => logger.warn({ err }, message),
+  })
+
   const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
 
   // Listening before the rebuild, which takes seconds with a full dedup window: /healthz
@@ -214,6 +230,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     trustedProxies: parseTrustedProxies(config.TRUSTED_PROXIES),
     rateCeiling,
     registry,
+    rentals,
     pipeline,
     pool,
     errors,
@@ -281,11 +298,12 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         await saves?.stop()
         await pool.close()
         await registry.settle()
+        await rentals.close()
         // Nothing appends any more: the state to be taken over covers the log up to here.
         const mark = failed ? undefined : await pipeline.logMark().catch((err: unknown) => logger.warn({ err }, 'ingest state not saved: the log end is unreadable'))
         // Each is closed even if one before it fails; the first failure is reported.
         let failure: unknown
-        for (const close of [() => signalLog.close(), () => errors.close(), () => retryNotes.close(), () => history.close()]) {
+        for (const close of [() => signalLog.close(), () => errors.close(), () => retryNotes.close(), () => history.close(), () => rentalsBucket.close()]) {
           await close().catch((err: unknown) => (failure ??= err))
         }
         if (failure !== undefined) throw failure

@@ -43,6 +43,8 @@ const Env = {
   INGEST_ERRORS_UNVERIFIED_MAX: { type: 'int', default: 100_000, min: 1000, max: 10_000_000, help: 'refused requests whose signature did not verify, kept over all sources together (about 450 bytes each); past it the sources with the most lose their oldest' },
   INGEST_STATE_SAVE_S: { type: 'int', default: 60, min: 0, max: 86_400, help: 'seconds between saves of the dedup and nonce state while running (each save waits at least 20 times its own duration), so a start after a crash reads only the journal since; 0 saves only at a clean stop' },
   OVER_RATE_FLAG_MINUTES: { type: 'int', default: 5, min: 1, max: 1440, help: 'minutes of 429s, never a minute apart, after which a source is flagged for review' },
+  RENTALS_MAX: { type: 'int', default: 100_000, min: 1, max: 1_000_000, help: 'rentals kept in all, ended ones included (about 1 KB of memory each); past it a new rental is refused with 409 limit_exceeded' },
+  RENTALS_KEEP_ENDED_DAYS: { type: 'int', default: 90, min: 1, max: 3650, help: 'days an ended or expired rental stays readable before it is deleted' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const
 
@@ -56,7 +58,7 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX']
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to

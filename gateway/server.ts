@@ -3,6 +3,7 @@ import { networkInterfaces } from 'node:os'
 import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
 import type { Registry } from '../registry/index.js'
+import type { Rentals } from '../rentals/index.js'
 import { ConfigError } from '../config/index.js'
 import { ApiError, type RateCeiling, openApiDocument } from '../schemas/index.js'
 import { registerAdminRoutes } from './control/admin-routes.js'
@@ -12,6 +13,7 @@ import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
 import { registerDisputeRoutes } from './control/dispute-routes.js'
 import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceLifecycleRoutes } from './control/source-lifecycle-routes.js'
+import { registerRentalRoutes } from './control/rental-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
 import { BodyReader } from './http/body-reader.js'
 import { getRoute, MAX_CONTROL_SLOW_UPLOADS, noteMethods, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
@@ -37,6 +39,7 @@ export interface GatewayOptions {
   /** The highest max_rate a new source may declare. */
   readonly rateCeiling: RateCeiling
   readonly registry: Registry
+  readonly rentals: Rentals
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
   readonly errors: IngestErrorLog
@@ -127,6 +130,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerSourceLifecycleRoutes(parts, () => baseUrl, options.rateCeiling, () => options.pipeline.settled())
   registerKeyRoutes(parts, () => options.pipeline.settled())
   registerIngestErrorsRoute(parts, options.errors)
+  registerRentalRoutes(parts, options.rentals)
   // A signal is stored at most a body's time, a verification and an append after its arrival.
   const maxLagMs = options.bodyTimeoutMs + 60_000
   registerDisputeRoutes(parts, {

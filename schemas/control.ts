@@ -5,7 +5,7 @@ import { compileCheck } from './schema-problem.js'
  * Ids chosen by clients (agent ids, creator and renter subjects). Not `.` or `..`: as a
  * path segment (`/v1/byo/agents/..`) HTTP clients resolve them away before sending.
  */
-const ClientId = Type.String({ minLength: 1, maxLength: 128, pattern: '^(?!\\.\\.?$)[A-Za-z0-9_:.-]+$' })
+export const ClientId = Type.String({ minLength: 1, maxLength: 128, pattern: '^(?!\\.\\.?$)[A-Za-z0-9_:.-]+$' })
 
 export const CreateTokenRequest = Type.Object(
   { role: Type.Union([Type.Literal('creator'), Type.Literal('renter'), Type.Literal('metrics')]), subject: ClientId },

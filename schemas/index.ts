@@ -19,3 +19,4 @@ export { CHAINS, checkManifest, enforcedMaxRate, Listing, Manifest, rateCeilingP
 export { openApiDocument } from './openapi.js'
 export { compileCheck, type BodyCheck } from './schema-problem.js'
 export { AcceptedBody, isWithinSkew, MAX_SKEW_MS, NONCE_WINDOW_MS, SignalPayloadSchema, signingString } from './signal.js'
+export { checkCreateRental, CreateRentalRequest, RENTAL_STATES, RentalView } from './rentals.js'

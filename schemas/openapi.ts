@@ -12,6 +12,7 @@ import {
 } from './control.js'
 import { SignalAcceptedEvent } from './events.js'
 import { Listing, Manifest } from './manifest.js'
+import { CreateRentalRequest, RENTAL_STATES, RentalView } from './rentals.js'
 import { AcceptedBody, SignalPayloadSchema } from './signal.js'
 
 const json = (schema: unknown) => ({ content: { 'application/json': { schema } } })
@@ -183,6 +184,27 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         },
       },
       '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format (text/plain; version=0.0.4); the admin token or a metrics token' }, ...control(429) } } },
+      '/v1/admin/rentals': {
+        post: { security: bearer, requestBody: json(CreateRentalRequest), responses: { '201': { description: 'rental (admin token)', ...ok(RentalView) }, ...withBody(404, 409) } },
+      },
+      '/v1/rentals': {
+        get: {
+          security: bearer,
+          parameters: [
+            ...['renter_id', 'source_id'].map((name) => ({ name, in: 'query', schema: { type: 'string' } })),
+            { name: 'state', in: 'query', schema: { enum: [...RENTAL_STATES] } },
+            { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } },
+            { name: 'cursor', in: 'query', schema: { type: 'string' } },
+          ],
+          responses: { '200': { description: 'rentals, oldest first, with next_cursor: a renter token its own, the admin token all', ...ok({ type: 'array', items: RentalView }) }, ...control(400) },
+        },
+      },
+      '/v1/rentals/{rental_id}': {
+        get: { security: bearer, parameters: [path('rental_id')], responses: { '200': { description: 'rental: its renter or the admin token', ...ok(RentalView) }, ...control(404) } },
+      },
+      '/v1/admin/rentals/{rental_id}/end': {
+        post: { security: bearer, parameters: [path('rental_id')], requestBody: noInput, responses: { '200': { description: 'ended rental; an ended or expired one unchanged', ...ok(RentalView) }, ...withBody(404) } },
+      },
       '/healthz': { get: { responses: { '200': { description: 'alive' } } } },
       '/readyz': { get: { responses: { '200': { description: 'ready' }, ...errors(503) } } },
     },

@@ -41,11 +41,11 @@ export interface RouteResult {
 export interface RouteOptions {
   /**
    * `admin`: only the admin token; `creator`: a creator token or the admin token, and
-   * the handler checks ownership. Checked before any body is read. Renter and metrics
-   * tokens are refused on both; each role is let in by name, so a role added later is
-   * refused until a route names it.
+   * the handler checks ownership; `any`: any valid token, the handler checks the role
+   * and what it may see. Checked before any body is read. On `admin` and `creator`
+   * each role is let in by name, so a role added later is refused until a route names it.
    */
-  readonly access: 'admin' | 'creator'
+  readonly access: 'admin' | 'creator' | 'any'
 }
 
 export interface JsonRoutesParts {

@@ -14,8 +14,7 @@
  */
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
-import { replaceFileDurably, temporaryPathOf, unlinkIfPresent } from '../../storage/index.js'
-import { GroupCommit } from './group-commit.js'
+import { GroupCommit, replaceFileDurably, temporaryPathOf, unlinkIfPresent } from '../../storage/index.js'
 import { ioError, LogError, retryableIoError } from '../log-error.js'
 
 const FILE = 'consumers.json'

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { GroupCommit } from '../../pipeline/journal/group-commit.js'
+import { GroupCommit } from '../../storage/group-commit.js'
 
 /** A commit that stays in flight until released, recording each batch. */
 function gatedCommit(): { batches: number[][]; release: () => void; commit: (items: number[]) => Promise<void> } {

@@ -1,0 +1,115 @@
+import { parseIsoUtc } from '../../pipeline/index.js'
+import type { Principal } from '../../registry/index.js'
+import { RentalError, type RentalFilter, type RentalRecord, type Rentals, type RentalState } from '../../rentals/index.js'
+import { ApiError, checkCreateRental, RENTAL_STATES } from '../../schemas/index.js'
+import { isKvError } from '../../storage/index.js'
+import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
+import { noBody, pageLimit, parseBody } from './access.js'
+import { pageAfter } from './paging.js'
+
+export const RENTALS_PAGE = { default: 50, max: 200 } as const
+/** How far in the past a starts_at may lie: the caller's clock and the gateway's differ a little. */
+export const STARTS_AT_SLACK_MS = 5 * 60_000
+
+const STATES: ReadonlySet<string> = new Set(RENTAL_STATES)
+const CLIENT_ID = /^(?!\.\.?$)[A-Za-z0-9_:.-]{1,128}$/
+
+/**
+ * Who may read a rental: its renter and the admin. A creator is not told who rents its
+ * sources (the renters are the operator's customers, and a rental gives no ownership of
+ * the source either way), and another renter gets the 404 of a rental that does not exist.
+ */
+function readable(principal: Principal, rental: RentalRecord | undefined): rental is RentalRecord {
+  return rental !== undefined && (principal.role === 'admin' || (principal.role === 'renter' && rental.renter_id === principal.subject))
+}
+
+/** Let in by name: a creator (no ownership through rentals), a metrics token and any role added later are refused. */
+function refuseCreators(principal: Principal): void {
+  if (principal.role !== 'renter' && principal.role !== 'admin') throw new ApiError('forbidden', 'rentals are read by their renter and the admin')
+}
+
+/** The store's refusals and the bucket's failures as API errors; anything else is a 500. */
+async function answer<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work()
+  } catch (err) {
+    if (err instanceof RentalError) {
+      if (err.code === 'busy') throw new ApiError('overloaded', err.message, { retryAfter: 1, cause: err })
+      throw new ApiError(err.code, err.message, { cause: err })
+    }
+    if (isKvError(err, 'bucket_full')) throw new ApiError('limit_exceeded', 'the rentals store is full', { cause: err })
+    if (isKvError(err) && err.transient) throw new ApiError('overloaded', 'the rentals store is unavailable for a moment; retry', { retryAfter: 1, cause: err })
+    throw err
+  }
+}
+
+/** A time field of the body: ISO 8601 UTC, as parseIsoUtc reads it. */
+function time(field: string, value: string): number {
+  const ms = parseIsoUtc(value)
+  if (ms === undefined) throw new ApiError('invalid_request', `${field} must be an ISO 8601 UTC time, such as 2030-01-31T12:00:00Z`)
+  return ms
+}
+
+/** The list filters: each optional, each checked, so a typo is an error rather than an unfiltered list. */
+function listFilter(query: URLSearchParams): RentalFilter & { state?: RentalState } {
+  const renterId = query.get('renter_id')
+  const sourceId = query.get('source_id')
+  const state = query.get('state')
+  if (renterId !== null && !CLIENT_ID.test(renterId)) throw new ApiError('invalid_request', 'renter_id must be a renter subject (1 to 128 of A-Z a-z 0-9 _ : . -)')
+  if (sourceId !== null && (sourceId.length === 0 || sourceId.length > 128)) throw new ApiError('invalid_request', 'source_id must be 1 to 128 characters')
+  if (state !== null && !STATES.has(state)) throw new ApiError('invalid_request', `state must be one of ${RENTAL_STATES.join(', ')}`)
+  return { ...(renterId !== null && { renter_id: renterId }), ...(sourceId !== null && { source_id: sourceId }), ...(state !== null && { state: state as RentalState }) }
+}
+
+/**
+ * Rentals: made and ended by the operator (the admin token), read by their renter. A
+ * rental gives its renter the signals of the source; it never gives the source itself.
+ */
+export function registerRentalRoutes(parts: JsonRoutesParts, rentals: Rentals, now: () => number = Date.now): void {
+  const { registry } = parts
+
+  jsonRoute(parts, 'post', '/v1/admin/rentals', { access: 'admin' }, ({ body }) =>
+    answer(async () => {
+      const input = parseBody(checkCreateRental, body)
+      const at = now()
+      const startsAt = input.starts_at === undefined ? at : time('starts_at', input.starts_at)
+      if (startsAt < at - STARTS_AT_SLACK_MS) throw new ApiError('invalid_request', 'starts_at must not be more than 5 minutes in the past')
+      const expiresAt = input.expires_at === undefined || input.expires_at === null ? null : time('expires_at', input.expires_at)
+      if (expiresAt !== null && expiresAt <= at) throw new ApiError('invalid_request', 'expires_at must be in the future')
+      if (expiresAt !== null && expiresAt <= startsAt) throw new ApiError('invalid_request', 'expires_at must be after starts_at')
+      const source = registry.source(input.source_id)
+      if (source === undefined) throw new ApiError('not_found', 'no such source')
+      const rental = await rentals.create({ renter_id: input.renter_id, source_id: source.source_id, creator_id: source.creator_id, starts_at: startsAt, expires_at: expiresAt })
+      return { status: 201, data: rental }
+    }),
+  )
+
+  // Oldest first. A renter lists its own rentals (a renter_id naming another lists none); the admin lists all.
+  jsonRoute(parts, 'get', '/v1/rentals', { access: 'any' }, ({ principal, query }) => {
+    refuseCreators(principal)
+    const limit = pageLimit(query, RENTALS_PAGE)
+    const filter = listFilter(query)
+    if (principal.role === 'renter' && filter.renter_id !== undefined && filter.renter_id !== principal.subject) return { status: 200, data: [], nextCursor: null }
+    const scope = principal.role === 'renter' ? { ...filter, renter_id: principal.subject } : filter
+    const at = now()
+    const keep = filter.state === undefined ? undefined : (r: RentalRecord) => rentals.isIn(r, filter.state as RentalState, at)
+    // Timed: a rental deleted past its keeping time must not make a cursor naming it fail.
+    const page = pageAfter(rentals.candidates(scope), (r) => r.rental_id, query.get('cursor'), limit, keep, (r) => Date.parse(r.created_at))
+    return { status: 200, data: page.items.map((r) => rentals.view(r, at)), nextCursor: page.nextCursor }
+  })
+
+  jsonRoute(parts, 'get', '/v1/rentals/:rental_id', { access: 'any' }, ({ principal, params }) => {
+    refuseCreators(principal)
+    const rental = rentals.get(params[0] as string)
+    if (!readable(principal, rental)) throw new ApiError('not_found', 'no such rental')
+    return { status: 200, data: rental }
+  })
+
+  // Ending an ended or expired rental answers 200 with it unchanged: a retried request gets the same answer.
+  jsonRoute(parts, 'post', '/v1/admin/rentals/:rental_id/end', { access: 'admin' }, ({ params, body }) =>
+    answer(async () => {
+      noBody(body)
+      return { status: 200, data: await rentals.end(params[0] as string) }
+    }),
+  )
+}
