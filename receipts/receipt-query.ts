@@ -12,6 +12,12 @@ import type { ReceiptFilter } from './receipt-store.js'
  * subcolumn of each row before the fold, and so misses the scoring row.
  */
 
+/**
+ * Whether the folded row holds the recorder's row: a dispute's row about a receipt not yet
+ * recorded folds into no receipt. Tested on signal_id (never empty once recorded), not on
+ * recorded_at, which the select list's alias of the same name would shadow in WHERE.
+ */
+const RECORDED = `signal_id != ''`
 const SCORED = `toUnixTimestamp64Milli(tupleElement(scoring, 1)) != 0`
 const DISPUTED = `tupleElement(dispute, 1) != 0`
 
@@ -31,8 +37,7 @@ export interface Statement {
 
 /** WHERE conditions and their parameters for a filter; every list and export starts from these. */
 function conditions(filter: ReceiptFilter, includeTest: boolean): { where: string[]; params: Record<string, unknown> } {
-  // A row of a scorer or a dispute about a receipt not yet recorded folds into no receipt.
-  const where = ['recorded_at IS NOT NULL']
+  const where = [RECORDED]
   const params: Record<string, unknown> = {}
   const equal = (column: string, name: keyof ReceiptFilter, type = 'String') => {
     const value = filter[name]
@@ -98,7 +103,7 @@ export function exportStatement(filter: ReceiptFilter): Statement {
 
 export function getStatement(receiptId: string): Statement {
   return {
-    query: `SELECT ${RECEIPT_COLUMNS}, test FROM receipts FINAL WHERE receipt_id = {receipt_id:String} AND recorded_at IS NOT NULL LIMIT 1`,
+    query: `SELECT ${RECEIPT_COLUMNS}, test FROM receipts FINAL WHERE receipt_id = {receipt_id:String} AND ${RECORDED} LIMIT 1`,
     params: { receipt_id: receiptId },
   }
 }
