@@ -1,6 +1,8 @@
-import { mkdir } from 'node:fs/promises'
+import { randomUUID } from 'node:crypto'
+import { createReadStream } from 'node:fs'
+import { mkdir, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
-import { resolve } from 'node:path'
+import { join, resolve } from 'node:path'
 import type { Readable } from 'node:stream'
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
 import { ReceiptStoreError } from './receipt-store-error.js'
@@ -25,7 +27,7 @@ export type ClickHouseTarget =
     }
 
 /** The output formats the store streams, by ClickHouse's names. */
-export type RawFormat = 'JSONEachRow' | 'CSVWithNames' | 'Parquet'
+export type RawFormat = 'JSONEachRow' | 'CSV' | 'Parquet'
 
 /**
  * One way to ClickHouse: the @clickhouse/client instance every statement goes through,
@@ -48,6 +50,16 @@ const COMMON_SETTINGS = {
   date_time_output_format: 'iso',
   output_format_json_quote_64bit_integers: 0,
 } as const
+
+/**
+ * Per-format output settings. Parquet: snappy, which every Parquet reader decodes without
+ * extras (ClickHouse's default, lz4, is not in every reader's default set).
+ */
+const FORMAT_SETTINGS: Record<RawFormat, Record<string, string>> = {
+  JSONEachRow: {},
+  CSV: {},
+  Parquet: { output_format_parquet_compression_method: 'snappy' },
+}
 
 /** The engine-wide settings chDB is started with (they cannot be SET later). */
 function chdbEngineArgs(maxServerMemoryBytes: number): string[] {
@@ -101,10 +113,15 @@ async function openChdb(target: Extract<ClickHouseTarget, { kind: 'chdb' }>): Pr
     engine: 'chdb',
     client,
     async *stream(query, params, format, signal) {
+      if (format === 'Parquet') {
+        yield* parquetThroughFile(path, query, params, signal)
+        return
+      }
       // One streaming cursor per chDB session: each export gets a session of its own on the shared engine.
       const session = new Session(path)
       try {
-        const settings = Object.entries(COMMON_SETTINGS).map(([k, v]) => `${k} = '${v}'`).join(', ')
+        // Constant settings of this module, never a caller's value.
+        const settings = Object.entries({ ...COMMON_SETTINGS, ...FORMAT_SETTINGS[format] }).map(([k, v]) => `${k} = '${v}'`).join(', ')
         const cursor = session.queryStreamBind(`${query} SETTINGS ${settings}`, params, { format, ...(signal ? { signal } : {}) })
         for await (const chunk of cursor) yield chunk.raw()
       } finally {
@@ -117,6 +134,34 @@ async function openChdb(target: Extract<ClickHouseTarget, { kind: 'chdb' }>): Pr
       await client.close()
       leaveEngine()
     },
+  }
+}
+
+/**
+ * chDB's streaming cursor formats each block on its own: in Parquet every chunk is a whole
+ * file, and their concatenation is not one. So on chDB a Parquet export has the engine
+ * write one file (INSERT INTO FUNCTION file(), which writes row group by row group with
+ * bounded memory) into a folder beside the data folder, then streams that file from disk
+ * with backpressure and deletes it. The cost: the file's size on disk while it goes out,
+ * and a first byte only once the engine has written it all; an abort stops the sending
+ * at once but not the engine's writing (chDB cannot interrupt a statement), whose file is
+ * deleted when it ends.
+ */
+async function* parquetThroughFile(path: string, query: string, params: Record<string, unknown>, signal?: AbortSignal): AsyncGenerator<Uint8Array> {
+  const dir = `${path}-exports`
+  await mkdir(dir, { recursive: true })
+  const file = join(dir, `${randomUUID()}.parquet`)
+  const { Session } = require('chdb') as typeof import('chdb')
+  const session = new Session(path)
+  try {
+    const settings = Object.entries({ ...COMMON_SETTINGS, ...FORMAT_SETTINGS.Parquet }).map(([k, v]) => `${k} = '${v}'`).join(', ')
+    // The file name is ours, never a caller's; it is bound as a parameter all the same.
+    await session.queryBindAsync(`INSERT INTO FUNCTION file({export_file:String}, 'Parquet') ${query} SETTINGS ${settings}`, { ...params, export_file: file }, signal ? { signal } : {})
+    const body = createReadStream(file, { highWaterMark: 1 << 20, ...(signal ? { signal } : {}) })
+    for await (const chunk of body) yield chunk as Buffer
+  } finally {
+    session.close()
+    await rm(file, { force: true })
   }
 }
 
@@ -137,7 +182,7 @@ function openServer(target: Extract<ClickHouseTarget, { kind: 'server' }>): Clic
         query_params: params,
         ...(signal ? { abort_signal: signal } : {}),
         // A read-only query keeps running after its HTTP client left unless told otherwise.
-        clickhouse_settings: { cancel_http_readonly_queries_on_client_close: 1 },
+        clickhouse_settings: { cancel_http_readonly_queries_on_client_close: 1, ...FORMAT_SETTINGS[format] },
       })
       const body: Readable = result.stream
       try {

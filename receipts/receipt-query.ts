@@ -30,6 +30,9 @@ const RECEIPT_COLUMNS = `receipt_id, source_id, agent_id, signal_id, key_id, tok
   if(${SCORED}, tupleElement(scoring, 6), 'pending') AS outcome,
   if(${DISPUTED}, tupleElement(dispute, 3), 'none') AS dispute_status`
 
+/** The columns of an export, in order: the CSV header line. */
+export const EXPORT_COLUMNS = ['receipt_id', 'source_id', 'agent_id', 'signal_id', 'key_id', 'token', 'severity', 'confidence', 'note', 'emitted_at', 'received_at', 'recorded_at', 'window_start', 'window_end', 'baseline', 'outcome', 'dispute_status'] as const
+
 export interface Statement {
   readonly query: string
   readonly params: Record<string, unknown>

@@ -4,7 +4,7 @@ import { MIGRATIONS } from './migrations/index.js'
 import type { DisputeStatusInput, OutcomeInput, OutcomeResult, Receipt, ReceiptInput, RecordResult } from './receipt.js'
 import { decodeCursor, encodeCursor } from './receipt-cursor.js'
 import { isReceiptId, receiptIdOf } from './receipt-id.js'
-import { exportStatement, getStatement, keysStatement, listStatement, recordedStatement, type Statement } from './receipt-query.js'
+import { EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, listStatement, recordedStatement, type Statement } from './receipt-query.js'
 import type { ExportFormat, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
 import { ReceiptStoreError } from './receipt-store-error.js'
 import { type Migration, migrate } from './schema-migrations.js'
@@ -15,7 +15,12 @@ export const OUTCOMES_PER_POST_MAX = 1000
 /** Receipts per record() call: one INSERT block, so a batch lands whole or not at all. */
 export const RECORD_BATCH_MAX = 10_000
 
-const FORMATS: Record<ExportFormat, RawFormat> = { ndjson: 'JSONEachRow', csv: 'CSVWithNames', parquet: 'Parquet' }
+/**
+ * CSV goes out as ClickHouse's CSV after a header line of our own: chDB's streaming cursor
+ * formats each block on its own and would repeat CSVWithNames' header in every chunk.
+ */
+const FORMATS: Record<ExportFormat, RawFormat> = { ndjson: 'JSONEachRow', csv: 'CSV', parquet: 'Parquet' }
+const CSV_HEADER = new TextEncoder().encode(`${EXPORT_COLUMNS.map((c) => `"${c}"`).join(',')}\n`)
 const DISPUTE_RANK = { open: 1, disputed: 2, rejected: 2 } as const
 
 export interface ClickHouseReceiptStoreOptions {
@@ -159,6 +164,7 @@ export class ClickHouseReceiptStore implements ReceiptStore {
     const s = exportStatement(filterOf(filter))
     return (async function* () {
       try {
+        if (format === 'csv') yield CSV_HEADER
         yield* conn.stream(s.query, s.params, rawFormat, signal)
       } catch (err) {
         if (signal?.aborted) throw signal.reason
