@@ -1,0 +1,10 @@
+/** The receipts stage's public entry: the store port, its ClickHouse adapter and the receipt types. */
+export type { ReceiptStore, ReceiptFilter, ReceiptListQuery, ReceiptPage, ExportFormat } from './receipt-store.js'
+export type { Receipt, ReceiptInput, RecordResult, OutcomeInput, OutcomeResult, OutcomeRefusal, DisputeStatusInput, Outcome, ScoredOutcome, DisputeStatus } from './receipt.js'
+export { OUTCOMES, DISPUTE_STATUSES } from './receipt.js'
+export { ReceiptStoreError, isReceiptStoreError } from './receipt-store-error.js'
+export type { ReceiptStoreErrorCode } from './receipt-store-error.js'
+export { ClickHouseReceiptStore, LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, OUTCOMES_PER_POST_MAX, RECORD_BATCH_MAX } from './receipt-store-clickhouse.js'
+export type { ClickHouseReceiptStoreOptions } from './receipt-store-clickhouse.js'
+export type { ClickHouseTarget } from './clickhouse-connection.js'
+export { receiptIdOf, isReceiptId } from './receipt-id.js'

@@ -1,0 +1,5 @@
+import type { Migration } from '../schema-migrations.js'
+import { receiptsTable } from './001-receipts.js'
+
+/** Every migration this code knows, in version order. A new one gets the next version; none is ever edited once released. */
+export const MIGRATIONS: readonly Migration[] = [receiptsTable]

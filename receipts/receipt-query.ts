@@ -1,0 +1,130 @@
+import type { CursorPosition } from './receipt-cursor.js'
+import type { ReceiptFilter } from './receipt-store.js'
+
+/**
+ * The SQL of every read, with the caller's values only ever as typed parameters
+ * ({name:Type}): nothing from a request is spliced into the text.
+ *
+ * Reads go through FINAL, which folds the rows written about one receipt (the recorder's,
+ * a scorer's, a dispute's) into one before WHERE sees it: filters on the outcome or the
+ * dispute status see the folded value, and no receipt is ever counted twice. Tuple parts
+ * are read with tupleElement(): the `scoring.outcome` subcolumn syntax reads the stored
+ * subcolumn of each row before the fold, and so misses the scoring row.
+ */
+
+/**
+ * Whether the folded row holds the recorder's row: a dispute's row about a receipt not yet
+ * recorded folds into no receipt. Tested on signal_id (never empty once recorded), not on
+ * recorded_at, which the select list's alias of the same name would shadow in WHERE.
+ */
+const RECORDED = `signal_id != ''`
+const SCORED = `toUnixTimestamp64Milli(tupleElement(scoring, 1)) != 0`
+const DISPUTED = `tupleElement(dispute, 1) != 0`
+
+/** The receipt fields in API order; `test` last, kept out of exports. */
+const RECEIPT_COLUMNS = `receipt_id, source_id, agent_id, signal_id, key_id, token, severity, confidence, note,
+  emitted_at, received_at, assumeNotNull(recorded_at) AS recorded_at,
+  if(${SCORED}, tupleElement(scoring, 3), NULL) AS window_start,
+  if(${SCORED}, tupleElement(scoring, 4), NULL) AS window_end,
+  if(${SCORED}, tupleElement(scoring, 5), NULL) AS baseline,
+  if(${SCORED}, tupleElement(scoring, 6), 'pending') AS outcome,
+  if(${DISPUTED}, tupleElement(dispute, 3), 'none') AS dispute_status`
+
+/** The columns of an export, in order: the CSV header line. */
+export const EXPORT_COLUMNS = ['receipt_id', 'source_id', 'agent_id', 'signal_id', 'key_id', 'token', 'severity', 'confidence', 'note', 'emitted_at', 'received_at', 'recorded_at', 'window_start', 'window_end', 'baseline', 'outcome', 'dispute_status'] as const
+
+export interface Statement {
+  readonly query: string
+  readonly params: Record<string, unknown>
+}
+
+/** WHERE conditions and their parameters for a filter; every list and export starts from these. */
+function conditions(filter: ReceiptFilter, includeTest: boolean): { where: string[]; params: Record<string, unknown> } {
+  const where = [RECORDED]
+  const params: Record<string, unknown> = {}
+  const equal = (column: string, name: keyof ReceiptFilter, type = 'String') => {
+    const value = filter[name]
+    if (value === undefined) return
+    where.push(`${column} = {${name}:${type}}`)
+    params[name] = value
+  }
+  if (!includeTest) where.push('test = false')
+  equal('source_id', 'source_id')
+  equal('agent_id', 'agent_id')
+  equal('severity', 'severity')
+  equal('token', 'token')
+  if (filter.from !== undefined) {
+    where.push(`emitted_at >= fromUnixTimestamp64Milli({from:Int64}, 'UTC')`)
+    params.from = filter.from
+  }
+  if (filter.to !== undefined) {
+    where.push(`emitted_at < fromUnixTimestamp64Milli({to:Int64}, 'UTC')`)
+    params.to = filter.to
+  }
+  if (filter.outcome !== undefined) {
+    where.push(`outcome = {outcome:String}`)
+    params.outcome = filter.outcome
+  }
+  if (filter.status !== undefined) {
+    where.push(`dispute_status = {status:String}`)
+    params.status = filter.status
+  }
+  return { where, params }
+}
+
+/** One page, newest first; `limit + 1` rows are asked for, to know whether another page follows. */
+export function listStatement(filter: ReceiptFilter, includeTest: boolean, after: CursorPosition | undefined, limit: number): Statement {
+  const { where, params } = conditions(filter, includeTest)
+  if (after !== undefined) {
+    // (emitted_at, receipt_id) < the cursor's, spelt so the emitted_at bound also prunes granules.
+    where.push(`emitted_at <= fromUnixTimestamp64Milli({after_at:Int64}, 'UTC')`)
+    where.push(`(emitted_at < fromUnixTimestamp64Milli({after_at:Int64}, 'UTC') OR receipt_id < {after_id:String})`)
+    params.after_at = after.emittedAtMs
+    params.after_id = after.receiptId
+  }
+  params.limit = limit + 1
+  return {
+    query: `SELECT ${RECEIPT_COLUMNS}, test FROM receipts FINAL WHERE ${where.join(' AND ')}
+      ORDER BY emitted_at DESC, receipt_id DESC LIMIT {limit:UInt32}`,
+    params,
+  }
+}
+
+/**
+ * Every matching receipt in the table's own order (source_id, emitted_at, receipt_id, all
+ * ascending), which ClickHouse reads part by part as it merges them, without sorting the
+ * whole result first: memory stays flat however many rows go out.
+ */
+export function exportStatement(filter: ReceiptFilter): Statement {
+  const { where, params } = conditions(filter, false)
+  return {
+    query: `SELECT ${RECEIPT_COLUMNS} FROM receipts FINAL WHERE ${where.join(' AND ')}
+      ORDER BY source_id, test, emitted_at, receipt_id`,
+    params,
+  }
+}
+
+export function getStatement(receiptId: string): Statement {
+  return {
+    query: `SELECT ${RECEIPT_COLUMNS}, test FROM receipts FINAL WHERE receipt_id = {receipt_id:String} AND ${RECORDED} LIMIT 1`,
+    params: { receipt_id: receiptId },
+  }
+}
+
+/** The identity of receipts already recorded, among `receiptIds` (the bloom filter index finds them). */
+export function recordedStatement(sourceIds: readonly string[], receiptIds: readonly string[]): Statement {
+  return {
+    query: `SELECT receipt_id, source_id, test, toUnixTimestamp64Milli(emitted_at) AS emitted_ms FROM receipts
+      WHERE source_id IN {source_ids:Array(String)} AND receipt_id IN {receipt_ids:Array(String)} AND recorded_at IS NOT NULL`,
+    params: { source_ids: [...new Set(sourceIds)], receipt_ids: receiptIds },
+  }
+}
+
+/** The sort key of receipts by id, to write a scoring row beside each. */
+export function keysStatement(receiptIds: readonly string[]): Statement {
+  return {
+    query: `SELECT receipt_id, source_id, test, toUnixTimestamp64Milli(emitted_at) AS emitted_ms FROM receipts
+      WHERE receipt_id IN {receipt_ids:Array(String)} AND recorded_at IS NOT NULL`,
+    params: { receipt_ids: receiptIds },
+  }
+}

@@ -1,0 +1,69 @@
+import type { DisputeStatus, DisputeStatusInput, Outcome, OutcomeInput, OutcomeResult, Receipt, ReceiptInput, RecordResult } from './receipt.js'
+
+/** The list filters; every one is optional and they combine with AND. */
+export interface ReceiptFilter {
+  /** `emitted_at` at or after this instant (ms since the epoch). */
+  readonly from?: number
+  /** `emitted_at` before this instant (ms since the epoch). */
+  readonly to?: number
+  readonly outcome?: Outcome
+  readonly severity?: string
+  readonly token?: string
+  /** The dispute status. */
+  readonly status?: DisputeStatus
+  readonly source_id?: string
+  readonly agent_id?: string
+}
+
+export interface ReceiptListQuery extends ReceiptFilter {
+  /** 1 to 1,000; 100 when absent. */
+  readonly limit?: number
+  /** `next_cursor` of the previous page, with the same filters. */
+  readonly cursor?: string
+  /** Also list test receipts: for the creator of the source only, never for anyone else. */
+  readonly includeTest?: boolean
+}
+
+export interface ReceiptPage {
+  /** Newest first: `emitted_at` descending, then `receipt_id` descending. */
+  readonly receipts: readonly Receipt[]
+  /** Absent on the last page. */
+  readonly next_cursor?: string
+}
+
+export type ExportFormat = 'ndjson' | 'csv' | 'parquet'
+
+/**
+ * The receipt store. `record` is what the recorder calls with each batch of log records,
+ * acknowledging its log position only after it resolved; everything else is the read API's.
+ *
+ * Exactly once: a receipt's id is derived from (source_id, signal_id), so recording the
+ * same signal again (a redelivered batch, a batch cut short by a crash, a signal_id the
+ * log accepted again much later) never makes a second receipt, and no read counts one
+ * twice. Errors are ReceiptStoreError: `unavailable` is worth retrying, the rest are not.
+ */
+export interface ReceiptStore {
+  /** Creates or migrates the schema (refusing one newer than this code). Idempotent. */
+  open(): Promise<void>
+  /** Records a batch of accepted signals; resolves once the store confirmed the write. */
+  record(batch: readonly ReceiptInput[]): Promise<RecordResult>
+  /** One receipt by id, test receipts included (the caller decides who may see one). */
+  get(receiptId: string): Promise<Receipt | undefined>
+  /** One page of receipts in the documented order. Test receipts only with includeTest. */
+  list(query: ReceiptListQuery): Promise<ReceiptPage>
+  /**
+   * Every receipt matching the filter, newest first, as the bytes of the chosen format
+   * (NDJSON, CSV with a header line, Parquet), produced by ClickHouse itself and pulled
+   * chunk by chunk as the consumer reads. Aborting `signal` (or returning early from the
+   * iteration) stops the query. Never includes test receipts.
+   */
+  export(filter: ReceiptFilter, format: ExportFormat, signal?: AbortSignal): AsyncIterable<Uint8Array>
+  /** A scorer's post of up to 1,000 outcomes. The newest scored_at per receipt wins. */
+  recordOutcomes(items: readonly OutcomeInput[]): Promise<OutcomeResult>
+  /** Dispute status changes of the receipts disputes name; a resolution outranks `open`. */
+  recordDisputeStatuses(items: readonly DisputeStatusInput[]): Promise<void>
+  /** Resolves when the store answers a query; throws `unavailable` when it does not. */
+  ping(): Promise<void>
+  /** Waits for work under way and releases the engine or connection. Safe to call twice. */
+  close(): Promise<void>
+}
