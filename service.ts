@@ -8,6 +8,7 @@ import { startGateway } from './gateway/index.js'
 import { IngestErrorLog, IngestPipeline, openJournal, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { fileKvBuckets, replaceFileDurably } from './storage/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
+import { ClickHouseReceiptStore, type ClickHouseTarget } from './receipts/index.js'
 import { Rentals } from './rentals/index.js'
 import { NONCE_WINDOW_MS } from './schemas/index.js'
 
@@ -216,6 +217,14 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     onWarning: (message, err) => logger.warn({ err }, message),
   })
 
+  // Receipts: the embedded engine under DATA_DIR, or a ClickHouse server; the schema is migrated here.
+  const receiptsTarget: ClickHouseTarget =
+    config.CLICKHOUSE_URL === ''
+      ? { kind: 'chdb', path: join(dataDir, 'clickhouse'), maxServerMemoryBytes: config.CLICKHOUSE_MAX_MEMORY_MB * 1024 * 1024 }
+      : { kind: 'server', url: config.CLICKHOUSE_URL, requestTimeoutMs: config.CLICKHOUSE_TIMEOUT_MS }
+  const receipts = new ClickHouseReceiptStore({ target: receiptsTarget })
+  await steps.time('receipts', () => receipts.open())
+
   const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
 
   // Listening before the rebuild, which takes seconds with a full dedup window: /healthz
@@ -231,6 +240,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     rateCeiling,
     registry,
     rentals,
+    receipts,
     pipeline,
     pool,
     errors,
@@ -303,7 +313,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         const mark = failed ? undefined : await pipeline.logMark().catch((err: unknown) => logger.warn({ err }, 'ingest state not saved: the log end is unreadable'))
         // Each is closed even if one before it fails; the first failure is reported.
         let failure: unknown
-        for (const close of [() => signalLog.close(), () => errors.close(), () => retryNotes.close(), () => history.close(), () => rentalsBucket.close()]) {
+        for (const close of [() => signalLog.close(), () => errors.close(), () => retryNotes.close(), () => history.close(), () => rentalsBucket.close(), () => receipts.close()]) {
           await close().catch((err: unknown) => (failure ??= err))
         }
         if (failure !== undefined) throw failure

@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
 import type { Registry } from '../registry/index.js'
 import type { Rentals } from '../rentals/index.js'
+import type { ReceiptStore } from '../receipts/index.js'
 import { ConfigError } from '../config/index.js'
 import { ApiError, type RateCeiling, openApiDocument } from '../schemas/index.js'
 import { registerAdminRoutes } from './control/admin-routes.js'
@@ -40,6 +41,8 @@ export interface GatewayOptions {
   readonly rateCeiling: RateCeiling
   readonly registry: Registry
   readonly rentals: Rentals
+  /** Receipts: read by the receipts API, written by the recorder. */
+  readonly receipts: ReceiptStore
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
   readonly errors: IngestErrorLog
