@@ -1,17 +1,20 @@
 import { spawnSync } from 'node:child_process'
-import { readdir, readFile, writeFile } from 'node:fs/promises'
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { openJournal } from '../../pipeline/index.js'
 import { payload, provision, push } from '../helpers/api.js'
-import { GATEWAY_MAIN, type LaunchedGateway } from '../../harness/gateway-launcher.js'
+import { GATEWAY_MAIN } from '../../harness/gateway-launcher.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 
 /** sysexits.h EX_DATAERR; the systemd unit in deploy/ does not restart it. */
 const EX_DATAERR = 65
 
+type DataFolder = { readonly dataDir: string; readonly adminToken: string }
+
 /** A start of the built service on `gw`'s data folder, run to its exit. */
-function startOn(gw: LaunchedGateway): { status: number | null; stderr: string } {
+function startOn(gw: DataFolder): { status: number | null; stderr: string } {
   const run = spawnSync(process.execPath, [GATEWAY_MAIN], {
     env: { PATH: process.env['PATH'], PORT: '0', HOST: '127.0.0.1', DATA_DIR: gw.dataDir, ADMIN_TOKEN: gw.adminToken },
     encoding: 'utf8',
@@ -20,14 +23,29 @@ function startOn(gw: LaunchedGateway): { status: number | null; stderr: string }
   return { status: run.status, stderr: run.stderr }
 }
 
-/** A gateway that accepted a signal and was stopped: its data folder holds a registry log and a journal. */
-async function stoppedGateway(t: Test): Promise<LaunchedGateway> {
+/**
+ * The data folder of a gateway that accepted a signal and was stopped: a registry log and a
+ * journal. Made once, by a real run; each test damages a copy of its own, so the file starts
+ * one gateway for all four instead of one each.
+ */
+const template = await (async () => {
   const gw = await startTestGateway(t)
   const src = await provision(gw)
-  t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202)
+  // Thrown, not asserted: the file's own test ends before the subtests below are queued.
+  const pushed = await push(gw, src.sign(payload(src.sourceId)))
+  if (pushed.status !== 202) throw new Error(`the signal that fills the journal was answered ${pushed.status}`)
   gw.proc.kill('SIGTERM')
-  t.equal((await gw.exited()).code, 0)
+  const exit = await gw.exited()
+  if (exit.code !== 0) throw new Error(`the gateway stopped with ${JSON.stringify(exit)}, not code 0`)
   return gw
+})()
+
+/** A copy of the template's data folder, for one test to damage; removed when the test ends. */
+async function stoppedGateway(t: Test): Promise<DataFolder> {
+  const dataDir = await mkdtemp(join(tmpdir(), 'sgw-damaged-'))
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+  await cp(template.dataDir, dataDir, { recursive: true })
+  return { dataDir, adminToken: template.adminToken }
 }
 
 t.test('a damaged registry change with changes after it stops the start with EX_DATAERR and touches nothing', async (t) => {

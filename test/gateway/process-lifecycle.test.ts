@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from 'node:child_process'
+import { spawn, spawnSync, type SpawnOptions } from 'node:child_process'
 import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -8,6 +8,28 @@ import { rawRequest, requestBytes } from '../helpers/raw-http.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 import { GATEWAY_MAIN } from '../../harness/gateway-launcher.js'
 import { openJournal } from '../../pipeline/index.js'
+
+
+/**
+ * A start of the built service run to its exit, like spawnSync but without blocking, so the
+ * refused starts below run side by side: each is a short Node start-up that ends in a
+ * configuration error, and one after another they were a third of this file's time.
+ */
+function startToExit(env: Record<string, string | undefined>, timeoutMs = 20_000): Promise<{ status: number | null; stderr: string }> {
+  return new Promise((resolve) => {
+    const proc = spawn(process.execPath, [GATEWAY_MAIN], { env, stdio: ['ignore', 'ignore', 'pipe'], timeout: timeoutMs } satisfies SpawnOptions)
+    let stderr = ''
+    proc.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk))
+    proc.once('close', (status) => resolve({ status, stderr }))
+  })
+}
+
+/** `run` over `items`, at most `width` at a time, results in the order of `items`. */
+async function inBatches<T, R>(items: readonly T[], width: number, run: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = []
+  for (let i = 0; i < items.length; i += width) results.push(...(await Promise.all(items.slice(i, i + width).map(run))))
+  return results
+}
 
 
 t.test('healthz says alive and readyz says ready', async (t) => {
@@ -60,11 +82,12 @@ t.test('while the state is rebuilt the gateway listens: healthz alive, readyz st
 })
 
 t.test('a bad variable stops the start with a message naming it', async (t) => {
-  for (const [name, value] of [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2'], ['ADMIN_TOKEN', 'short-admin-token'], ['ADMIN_TOKEN', `${'a'.repeat(20)} ${'b'.repeat(20)}`], ['ADMIN_TOKEN', 'x'.repeat(257)], ['PUBLIC_BASE_URL', 'https://ingest.example.com/prefix'], ['PUBLIC_BASE_URL', 'ftp://ingest.example.com'], ['PUBLIC_BASE_URL', 'https://user:pw@ingest.example.com'], ...['http://host:99999', 'http://:80', 'http://[::1', 'http://a:b:c', 'http://%zz', 'https://ingest.example.com?', 'http://a\\b'].map((v) => ['PUBLIC_BASE_URL', v] as const), ['HOST', 'not-a-host'], ['HOST', '256.1.1.1']] as const) {
-    const run = spawnSync(process.execPath, [GATEWAY_MAIN], { env: { PATH: process.env['PATH'], [name]: value, DATA_DIR: '/nonexistent/never' }, encoding: 'utf8', timeout: 20_000 })
-    t.equal(run.status, 78, `${name}=${value} exits with EX_CONFIG`)
-    t.match(run.stderr, name, `the message names ${name}`)
-  }
+  const cases = [['PORT', 'eighty'], ['JOURNAL_FSYNC', 'sometimes'], ['DEDUP_WINDOW_S', '60'], ['VERIFY_THRAEDS', '2'], ['ADMIN_TOKEN', 'short-admin-token'], ['ADMIN_TOKEN', `${'a'.repeat(20)} ${'b'.repeat(20)}`], ['ADMIN_TOKEN', 'x'.repeat(257)], ['PUBLIC_BASE_URL', 'https://ingest.example.com/prefix'], ['PUBLIC_BASE_URL', 'ftp://ingest.example.com'], ['PUBLIC_BASE_URL', 'https://user:pw@ingest.example.com'], ...['http://host:99999', 'http://:80', 'http://[::1', 'http://a:b:c', 'http://%zz', 'https://ingest.example.com?', 'http://a\\b'].map((v) => ['PUBLIC_BASE_URL', v] as const), ['HOST', 'not-a-host'], ['HOST', '256.1.1.1']] as const
+  const runs = await inBatches(cases, 4, ([name, value]) => startToExit({ PATH: process.env['PATH'], [name]: value, DATA_DIR: '/nonexistent/never' }))
+  cases.forEach(([name, value], i) => {
+    t.equal(runs[i]!.status, 78, `${name}=${value} exits with EX_CONFIG`)
+    t.match(runs[i]!.stderr, name, `the message names ${name}`)
+  })
 })
 
 t.test('a HOST this machine does not have, or a DATA_DIR that cannot be a folder, stops the start with EX_CONFIG naming the variable', async (t) => {
@@ -73,17 +96,18 @@ t.test('a HOST this machine does not have, or a DATA_DIR that cannot be a folder
   const file = join(dir, 'a-file')
   await writeFile(file, 'not a folder')
   // 192.0.2.1 is TEST-NET-1 (RFC 5737): an address no machine here has.
-  for (const [env, name] of [
+  const cases = [
     [{ HOST: '192.0.2.1', DATA_DIR: join(dir, 'data') }, 'HOST'],
     [{ DATA_DIR: file }, 'DATA_DIR'],
     [{ DATA_DIR: join(file, 'below') }, 'DATA_DIR'],
     // Where Node's recursive mkdir never settles.
     [{ DATA_DIR: '/proc/sgw-nothing/data' }, 'DATA_DIR'],
-  ] as const) {
-    const run = spawnSync(process.execPath, [GATEWAY_MAIN], { env: { PATH: process.env['PATH'], PORT: '0', ...env }, encoding: 'utf8', timeout: 20_000 })
-    t.equal(run.status, 78, `${JSON.stringify(env)} exits with EX_CONFIG`)
-    t.match(run.stderr, `configuration error: ${name}=`, `the message names ${name}`)
-  }
+  ] as const
+  const runs = await inBatches(cases, 4, ([env]) => startToExit({ PATH: process.env['PATH'], PORT: '0', ...env }))
+  cases.forEach(([env, name], i) => {
+    t.equal(runs[i]!.status, 78, `${JSON.stringify(env)} exits with EX_CONFIG`)
+    t.match(runs[i]!.stderr, `configuration error: ${name}=`, `the message names ${name}`)
+  })
 })
 
 t.test('without ADMIN_TOKEN a token is generated into DATA_DIR/admin-token (mode 600) and works', async (t) => {

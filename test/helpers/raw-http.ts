@@ -12,9 +12,11 @@ export interface RawResponse {
  * Writes raw bytes to the gateway and reads one response, for the framing cases
  * that fetch will not produce (duplicate Content-Length, chunking, slow bodies, bad UTF-8).
  * `chunks` are written `gapMs` apart, from `localAddress` (any of 127.0.0.0/8, which
- * Linux routes to the loopback).
+ * Linux routes to the loopback). After a complete answer it waits `closeWaitMs` (100) to
+ * see whether the server closes the connection (`closed`); a caller that does not look at
+ * `closed` passes 0 and is not kept waiting on every kept-alive connection.
  */
-export function rawRequest(port: number, chunks: Array<string | Buffer>, options: { gapMs?: number; timeoutMs?: number; localAddress?: string } = {}): Promise<RawResponse | undefined> {
+export function rawRequest(port: number, chunks: Array<string | Buffer>, options: { gapMs?: number; timeoutMs?: number; localAddress?: string; closeWaitMs?: number } = {}): Promise<RawResponse | undefined> {
   return new Promise((resolve, reject) => {
     const socket = connect({ port, host: '127.0.0.1', localAddress: options.localAddress ?? '127.0.0.1' })
     let data = Buffer.alloc(0)
@@ -33,7 +35,7 @@ export function rawRequest(port: number, chunks: Array<string | Buffer>, options
       data = Buffer.concat([data, d])
       const parsed = parse(data, false)
       // A complete response with a body: wait a moment to see whether the server closes.
-      if (parsed !== undefined) setTimeout(finish, 100)
+      if (parsed !== undefined) setTimeout(finish, options.closeWaitMs ?? 100)
     })
     socket.on('close', () => {
       closed = true
