@@ -86,7 +86,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         get: {
           security: bearer,
           parameters: [
-            { name: 'role', in: 'query', schema: { type: 'string', enum: ['creator', 'renter', 'metrics'] } },
+            { name: 'role', in: 'query', schema: { type: 'string', enum: ['creator', 'renter', 'metrics', 'scorer'] } },
             { name: 'subject', in: 'query', schema: { type: 'string' } },
             { name: 'state', in: 'query', schema: { type: 'string', enum: ['live', 'revoked'] } },
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000 } },
