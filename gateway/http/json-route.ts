@@ -213,7 +213,7 @@ export function jsonRoute(
  * `encodeURIComponent` (`team:one` as `team%3Aone`). No id holds `%`, so a segment that
  * does not decode names nothing and is left as it came (a 404 follows).
  */
-function pathParameter(segment: string): string {
+export function pathParameter(segment: string): string {
   if (!segment.includes('%')) return segment
   try {
     return decodeURIComponent(segment)
