@@ -241,6 +241,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     registry,
     rentals,
     receipts,
+    statusCacheMs: config.STATUS_CACHE_MS,
     pipeline,
     pool,
     errors,

@@ -48,6 +48,7 @@ const Env = {
   CLICKHOUSE_URL: { type: 'string', default: '', help: 'receipts on a ClickHouse server (http(s)://user:password@host:8123/database); empty keeps them in the embedded engine (chDB) under DATA_DIR/clickhouse' },
   CLICKHOUSE_MAX_MEMORY_MB: { type: 'int', default: 1024, min: 256, max: 1_048_576, help: 'memory ceiling of the embedded engine (max_server_memory_usage): a query past it fails, the process keeps serving' },
   CLICKHOUSE_TIMEOUT_MS: { type: 'int', default: 30_000, min: 1000, max: 3_600_000, help: 'per-request timeout towards a ClickHouse server (CLICKHOUSE_URL)' },
+  STATUS_CACHE_MS: { type: 'int', default: 15_000, min: 0, max: 300_000, help: "how long a source's public status keeps its receipt figures (counts by outcome, last signal, uptime) before ClickHouse is asked again; 0 asks on every request (concurrent requests still share one query)" },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const
 
@@ -61,7 +62,7 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX']
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to

@@ -16,6 +16,8 @@ import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceLifecycleRoutes } from './control/source-lifecycle-routes.js'
 import { registerRentalRoutes } from './control/rental-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
+import { registerScoringRoutes } from './control/scoring-routes.js'
+import { registerSourceStatusRoute } from './control/source-status-route.js'
 import { BodyReader } from './http/body-reader.js'
 import { getRoute, MAX_CONTROL_SLOW_UPLOADS, noteMethods, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
 import { route } from './http/route.js'
@@ -43,6 +45,8 @@ export interface GatewayOptions {
   readonly rentals: Rentals
   /** Receipts: read by the receipts API, written by the recorder. */
   readonly receipts: ReceiptStore
+  /** How long a source's public status keeps its receipt figures (STATUS_CACHE_MS). */
+  readonly statusCacheMs: number
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
   readonly errors: IngestErrorLog
@@ -134,6 +138,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerKeyRoutes(parts, () => options.pipeline.settled())
   registerIngestErrorsRoute(parts, options.errors)
   registerRentalRoutes(parts, options.rentals)
+  registerScoringRoutes(parts, options.receipts, Date.now)
+  registerSourceStatusRoute(parts, { receipts: options.receipts, cacheMs: options.statusCacheMs, now: Date.now, logger: options.logger })
   // A signal is stored at most a body's time, a verification and an append after its arrival.
   const maxLagMs = options.bodyTimeoutMs + 60_000
   registerDisputeRoutes(parts, {

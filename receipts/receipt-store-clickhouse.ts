@@ -1,9 +1,10 @@
 import { toStoreError } from './clickhouse-errors.js'
 import { openClickHouse, type ClickHouseConnection, type ClickHouseTarget, type RawFormat } from './clickhouse-connection.js'
 import { MIGRATIONS } from './migrations/index.js'
-import type { DisputeStatusInput, OutcomeInput, OutcomeResult, Receipt, ReceiptInput, RecordResult } from './receipt.js'
+import type { DisputeStatusInput, OutcomeInput, OutcomeResult, Receipt, ReceiptInput, RecordResult, SourceStats } from './receipt.js'
 import { decodeCursor, encodeCursor } from './receipt-cursor.js'
 import { isReceiptId, receiptIdOf } from './receipt-id.js'
+import { readSourceStats } from './receipt-stats.js'
 import { EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, listStatement, recordedStatement, type Statement } from './receipt-query.js'
 import type { ExportFormat, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
 import { ReceiptStoreError } from './receipt-store-error.js'
@@ -222,6 +223,10 @@ export class ClickHouseReceiptStore implements ReceiptStore {
       return { source_id: item.source_id, test: false, emitted_at: emitted, receipt_id: receiptIdOf(item.source_id, item.signal_id), dispute: { rank, changed_at: changed, status: item.dispute_status } }
     })
     await this.#insert('recording dispute statuses', rows)
+  }
+
+  async sourceStats(sourceId: string, hours: { readonly fromMs: number; readonly toMs: number }): Promise<SourceStats> {
+    return readSourceStats(this.#c.client, sourceId, hours)
   }
 
   async ping(): Promise<void> {

@@ -1,4 +1,4 @@
-import type { DisputeStatus, DisputeStatusInput, Outcome, OutcomeInput, OutcomeResult, Receipt, ReceiptInput, RecordResult } from './receipt.js'
+import type { DisputeStatus, DisputeStatusInput, Outcome, OutcomeInput, OutcomeResult, Receipt, ReceiptInput, RecordResult, SourceStats } from './receipt.js'
 
 /** The list filters; every one is optional and they combine with AND. */
 export interface ReceiptFilter {
@@ -62,6 +62,8 @@ export interface ReceiptStore {
   recordOutcomes(items: readonly OutcomeInput[]): Promise<OutcomeResult>
   /** Dispute status changes of the receipts disputes name; a resolution outranks `open`. */
   recordDisputeStatuses(items: readonly DisputeStatusInput[]): Promise<void>
+  /** A source's non-test receipts in figures (counts by outcome, last received_at, hours with signals within [fromMs, toMs)): its public status. */
+  sourceStats(sourceId: string, hours: { readonly fromMs: number; readonly toMs: number }): Promise<SourceStats>
   /** Resolves when the store answers a query; throws `unavailable` when it does not. */
   ping(): Promise<void>
   /** Waits for work under way and releases the engine or connection. Safe to call twice. */

@@ -92,3 +92,13 @@ export interface DisputeStatusInput {
   /** ISO 8601 UTC. */
   readonly changed_at: string
 }
+
+/** A source's non-test receipts in figures, for its public status. */
+export interface SourceStats {
+  /** Receipts by outcome; `pending` until a scorer posted one. */
+  readonly outcomes: Readonly<Record<Outcome, number>>
+  /** The newest received_at (ms since the epoch); null when the source has no receipt. */
+  readonly lastReceivedMs: number | null
+  /** Distinct UTC clock hours within the asked span in which at least one receipt was received. */
+  readonly hoursWithSignals: number
+}

@@ -6,9 +6,10 @@ export const newId = (prefix: string): string => `${prefix}_${randomBytes(12).to
 
 /**
  * `metrics` reads `GET /metrics` and nothing else: what a Prometheus scraper holds, so
- * that a leaked scrape credential grants no control-plane right.
+ * that a leaked scrape credential grants no control-plane right. `scorer` posts outcomes
+ * (`POST /v1/scoring/outcomes`) and nothing else: what the scoring service holds.
  */
-export type Role = 'admin' | 'creator' | 'renter' | 'metrics'
+export type Role = 'admin' | 'creator' | 'renter' | 'metrics' | 'scorer'
 
 /** Who a bearer token speaks for. */
 export interface Principal {

@@ -7,7 +7,7 @@ import { MAX_TOKEN_CHARS, newId, type Principal, type TokenRecord } from './reco
 const sha256 = (s: string) => createHash('sha256').update(s).digest()
 
 /**
- * Bearer tokens: the admin token, and the creator, renter and metrics tokens the admin issues.
+ * Bearer tokens: the admin token, and the creator, renter, metrics and scorer tokens the admin issues.
  * A token is shown once and kept only as its SHA-256. Changes are made inside the
  * registry's change under way (`changes`), which records them or undoes them.
  */

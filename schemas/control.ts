@@ -8,7 +8,7 @@ import { compileCheck } from './schema-problem.js'
 export const ClientId = Type.String({ minLength: 1, maxLength: 128, pattern: '^(?!\\.\\.?$)[A-Za-z0-9_:.-]+$' })
 
 export const CreateTokenRequest = Type.Object(
-  { role: Type.Union([Type.Literal('creator'), Type.Literal('renter'), Type.Literal('metrics')]), subject: ClientId },
+  { role: Type.Union([Type.Literal('creator'), Type.Literal('renter'), Type.Literal('metrics'), Type.Literal('scorer')]), subject: ClientId },
   { additionalProperties: false },
 )
 export type CreateTokenRequest = Type.Static<typeof CreateTokenRequest>

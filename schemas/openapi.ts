@@ -13,6 +13,7 @@ import {
 import { SignalAcceptedEvent } from './events.js'
 import { Listing, Manifest } from './manifest.js'
 import { CreateRentalRequest, RENTAL_STATES, RentalView } from './rentals.js'
+import { OUTCOMES_BODY_MAX_BYTES, OUTCOMES_PER_POST_MAX, OutcomeItem, OutcomesAnswer } from './scoring.js'
 import { AcceptedBody, SignalPayloadSchema } from './signal.js'
 
 const json = (schema: unknown) => ({ content: { 'application/json': { schema } } })
@@ -86,7 +87,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         get: {
           security: bearer,
           parameters: [
-            { name: 'role', in: 'query', schema: { type: 'string', enum: ['creator', 'renter', 'metrics'] } },
+            { name: 'role', in: 'query', schema: { type: 'string', enum: ['creator', 'renter', 'metrics', 'scorer'] } },
             { name: 'subject', in: 'query', schema: { type: 'string' } },
             { name: 'state', in: 'query', schema: { type: 'string', enum: ['live', 'revoked'] } },
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000 } },
@@ -181,6 +182,21 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           security: bearer,
           parameters: [path('agent_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }],
           responses: { '200': { description: 'the agent sources, oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400, 404) },
+        },
+      },
+      '/v1/scoring/outcomes': {
+        post: {
+          security: bearer,
+          description: `a scorer token (or the admin token); 1 to ${OUTCOMES_PER_POST_MAX} items, body at most ${OUTCOMES_BODY_MAX_BYTES} bytes; each refused item is named in the answer and the rest stored`,
+          requestBody: { required: true, ...json({ type: 'array', minItems: 1, maxItems: OUTCOMES_PER_POST_MAX, items: OutcomeItem }) },
+          responses: { '200': { description: 'items stored and items refused', ...ok(OutcomesAnswer) }, ...withBody() },
+        },
+      },
+      '/v1/byo/sources/{source_id}/status': {
+        get: {
+          description: 'public metadata of a live source, with no token; a retired source only for its creator and the admin. An Authorization header must name a valid token (401 otherwise)',
+          parameters: [path('source_id')],
+          responses: { '200': { description: 'the source status', ...ok({ type: 'object' }) }, ...errors(401, 404, 503) },
         },
       },
       '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format (text/plain; version=0.0.4); the admin token or a metrics token' }, ...control(429) } } },

@@ -11,7 +11,7 @@ export function tokenView(record: TokenRecord) {
   return { token_id: record.token_id, role: record.role, subject: record.subject, created_at: record.created_at, revoked_at: record.revoked_at }
 }
 
-const ROLES: ReadonlySet<string> = new Set(['creator', 'renter', 'metrics'])
+const ROLES: ReadonlySet<string> = new Set(['creator', 'renter', 'metrics', 'scorer'])
 const STATES: ReadonlySet<string> = new Set(['live', 'revoked'])
 
 /** The list filters: each optional, each checked, so a typo is an error rather than an unfiltered list. */
@@ -19,7 +19,7 @@ function tokenFilter(query: URLSearchParams): (record: TokenRecord) => boolean {
   const role = query.get('role')
   const subject = query.get('subject')
   const state = query.get('state')
-  if (role !== null && !ROLES.has(role)) throw new ApiError('invalid_request', 'role must be creator, renter or metrics')
+  if (role !== null && !ROLES.has(role)) throw new ApiError('invalid_request', 'role must be creator, renter, metrics or scorer')
   if (state !== null && !STATES.has(state)) throw new ApiError('invalid_request', 'state must be live or revoked')
   return (r) =>
     (role === null || r.role === role) &&

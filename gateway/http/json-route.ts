@@ -44,8 +44,11 @@ export interface RouteOptions {
    * the handler checks ownership; `any`: any valid token, the handler checks the role
    * and what it may see. Checked before any body is read. On `admin` and `creator`
    * each role is let in by name, so a role added later is refused until a route names it.
+   * `scorer`: a scorer token or the admin token.
    */
-  readonly access: 'admin' | 'creator' | 'any'
+  readonly access: 'admin' | 'creator' | 'any' | 'scorer'
+  /** The largest body this route takes; MAX_CONTROL_BODY_BYTES when absent. Counted in MAX_CONTROL_BODY_BYTES_IN_FLIGHT like any. */
+  readonly maxBodyBytes?: number
 }
 
 export interface JsonRoutesParts {
@@ -107,12 +110,13 @@ export function jsonRoute(
   const paramCount = (pattern.match(/:/g) ?? []).length
   // POST and PATCH carry bodies; GET (and its HEAD) does not.
   const takesBody = method !== 'get'
+  const maxBody = options.maxBodyBytes ?? MAX_CONTROL_BODY_BYTES
   const handle = (reply: Reply, req: HttpRequest, res: HttpResponse) => {
     parts.track(reply)
     const params = Array.from({ length: paramCount }, (_, i) => pathParameter(req.getParameter(i) ?? ''))
     const query = new URLSearchParams(req.getQuery() ?? '')
     const principal = requestPrincipal(parts.registry, req)
-    const framing = takesBody ? framingProblem(collectFramingHeaders(req), MAX_CONTROL_BODY_BYTES, { bodyRequired: false }) : undefined
+    const framing = takesBody ? framingProblem(collectFramingHeaders(req), maxBody, { bodyRequired: false }) : undefined
     // Read only once the framing is sound: no Content-Length reads as '' (0), and `00` is 0 too.
     const hasBody = takesBody && Number(req.getHeader('content-length')) > 0
     // Clipped: the path is the client's, up to the whole request head (about 60 KB).
@@ -147,6 +151,7 @@ export function jsonRoute(
     role = principal.role
     if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), closeRefused)
     if (options.access === 'creator' && principal.role !== 'creator' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint is for creators'), closeRefused)
+    if (options.access === 'scorer' && principal.role !== 'scorer' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs a scorer token'), closeRefused)
 
     const run = (body: unknown) => {
       Promise.resolve()
@@ -161,7 +166,7 @@ export function jsonRoute(
     }
     if (framing !== undefined) return fail(new ApiError(framing.kind === 'too_large' ? 'payload_too_large' : 'invalid_request', framing.message), true)
     if (!hasBody) return run(undefined)
-    // Framing is sound here, so Content-Length is one number within MAX_CONTROL_BODY_BYTES.
+    // Framing is sound here, so Content-Length is one number within maxBody.
     const declared = Number(req.getHeader('content-length'))
     const budget = parts.controlBodyBytes
     if (budget.inFlight + declared > MAX_CONTROL_BODY_BYTES_IN_FLIGHT) {
@@ -180,9 +185,9 @@ export function jsonRoute(
         giveBack()
         handler(...args)
       }
-    const cancel = parts.bodies.read(res, MAX_CONTROL_BODY_BYTES, {
+    const cancel = parts.bodies.read(res, maxBody, {
       onTimeout: thenGiveBack(() => fail(new ApiError('invalid_request', 'request body was not received in time'), true)),
-      onTooLarge: thenGiveBack(() => fail(new ApiError('payload_too_large', `body is larger than ${MAX_CONTROL_BODY_BYTES} bytes`), true)),
+      onTooLarge: thenGiveBack(() => fail(new ApiError('payload_too_large', `body is larger than ${maxBody} bytes`), true)),
       onBusy: thenGiveBack(() => fail(new ApiError('overloaded', 'too many request bodies are arriving slowly; retry', { retryAfter: 1 }), true)),
       onBody: thenGiveBack((raw: Buffer) => {
         // A body can take seconds to arrive: a token revoked meanwhile changes nothing more.
@@ -208,7 +213,7 @@ export function jsonRoute(
  * `encodeURIComponent` (`team:one` as `team%3Aone`). No id holds `%`, so a segment that
  * does not decode names nothing and is left as it came (a 404 follows).
  */
-function pathParameter(segment: string): string {
+export function pathParameter(segment: string): string {
   if (!segment.includes('%')) return segment
   try {
     return decodeURIComponent(segment)

@@ -40,7 +40,7 @@ t.test('the token list filters on role=metrics', async (t) => {
   t.same(listed.body.data.map((r: any) => [r.token_id, r.role]), [[made.token_id, 'metrics']])
   const bad = await call(gw.url, 'GET', '/v1/admin/tokens?role=scraper', { token: gw.adminToken })
   t.equal(bad.status, 400)
-  t.match(bad.body.error.message, /creator, renter or metrics/)
+  t.match(bad.body.error.message, /creator, renter, metrics or scorer/)
 })
 
 t.test('a metrics token calls nothing but /metrics: every bearer route in the OpenAPI document answers it 403, as it answers a renter on the routes renters may not call', async (t) => {
