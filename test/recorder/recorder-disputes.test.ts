@@ -4,6 +4,7 @@ import { generateCreatorKey } from '../../harness/signed-push.js'
 import { ClickHouseReceiptStore } from '../../receipts/index.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
+import { namingBreaches, parsePrometheusText, sampleValue } from '../helpers/prometheus-text.js'
 import { until } from './recorder-helpers.js'
 
 t.test('disputes opened, accepted and rejected through the API show on the receipts they name', async (t) => {
@@ -44,6 +45,19 @@ t.test('disputes opened, accepted and rejected through the API show on the recei
     const r = await recorder()
     return r.state === 'caught_up' && r.disputes_pending === 0
   })
+  // /readyz: 200 with the recorder's detail; /metrics: its lag and counts.
+  const ready = await fetch(`${gw.url}/readyz`)
+  t.equal(ready.status, 200)
+  t.same(((await ready.json()) as any).data, { status: 'ready', verify_queue: 0, recorder: { state: 'caught_up', lag_records: 0, lag_seconds: 0, disputes_pending: 0 } })
+  const page = parsePrometheusText(await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })).text())
+  t.same(namingBreaches(page), [])
+  t.equal(sampleValue(page, 'sgw_recorder_lag_records'), 0)
+  t.equal(sampleValue(page, 'sgw_recorder_lag_seconds'), 0)
+  t.equal(sampleValue(page, 'sgw_receipts_recorded_total'), 7, 'five signals and two test signals')
+  t.ok((sampleValue(page, 'sgw_recorder_batches_total', { result: 'ok' }) ?? 0) >= 1)
+  t.equal(sampleValue(page, 'sgw_recorder_batches_total', { result: 'retry' }), 0)
+  t.equal(sampleValue(page, 'sgw_recorder_lost_records_total'), 0)
+  t.equal(sampleValue(page, 'sgw_recorder_disputes_pending'), 0)
   t.match(await gw.stop(), /code 0/)
 
   // The gateway is gone: its chDB folder is this process's now.
