@@ -5,7 +5,7 @@ import { ClickHouseReceiptStore } from '../../receipts/index.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 import { namingBreaches, parsePrometheusText, sampleValue } from '../helpers/prometheus-text.js'
-import { until } from './recorder-helpers.js'
+import { until } from '../helpers/recorder.js'
 
 t.test('disputes opened, accepted and rejected through the API show on the receipts they name', async (t) => {
   const gw = await startTestGateway(t, { env: { RECORDER_FLUSH_MS: '20' } })

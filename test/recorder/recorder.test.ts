@@ -1,6 +1,6 @@
 import t from 'tap'
 import { chdbFolder } from '../helpers/receipts.js'
-import { bench, FaultyStore, recorderRows, revokedKey, until } from './recorder-helpers.js'
+import { bench, FaultyStore, recorderRows, revokedKey, signalRecordBytes, until } from '../helpers/recorder.js'
 
 // The recorder over a real journal, a real registry and the real receipt store on chDB.
 // libchdb binds one data folder per process: every test here shares one engine, each on
@@ -56,11 +56,11 @@ t.test('a batch written whose confirmation was lost is handed out again and make
 t.test('a signal_id accepted again after the dedup window keeps its first receipt', async (t) => {
   const b = await bench(t)
   const recorder = b.recorder(engine)
-  await b.append(['reused'], { keyId: 'key_first' } as never)
+  await b.append(['reused'], { keyId: 'key_first' })
   recorder.start()
   await until('recorded', () => recorder.counts().recorded === 1)
   // The journal's dedup window is off here (as in the service): the same signal_id again, signed by another key.
-  await b.journal.append(`${b.source.source_id}/reused-again`, (await import('./recorder-helpers.js')).signalRecordBytes(b.source.source_id, 'reused', { keyId: 'key_second' }), { sourceId: b.source.source_id })
+  await b.journal.append(`${b.source.source_id}/reused-again`, signalRecordBytes(b.source.source_id, 'reused', { keyId: 'key_second' }), { sourceId: b.source.source_id })
   await b.append(['after'])
   await until('caught up', () => recorder.counts().recorded === 2 && recorder.status().lag_records === 0)
   t.equal(recorder.counts().alreadyRecorded, 1)

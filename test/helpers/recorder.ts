@@ -9,7 +9,7 @@ import { ReceiptStoreError, type ReceiptStore } from '../../receipts/index.js'
 import { Recorder, type RecorderOptions } from '../../recorder/index.js'
 import { Registry, RegistryFile, type SourceRecord } from '../../registry/index.js'
 import type { Manifest } from '../../schemas/index.js'
-import { MANIFEST } from '../helpers/api.js'
+import { MANIFEST } from './api.js'
 
 const require = createRequire(import.meta.url)
 
