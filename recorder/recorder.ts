@@ -103,7 +103,7 @@ const describe = (err: unknown): string => (err instanceof Error ? `${(err as { 
  * the dedup window, never make a second receipt.
  *
  * A store error is retried for ever, with backoff: a transient one (ClickHouse down,
- * slow, overloaded) from RECORDER's base wait doubling to the cap; any other at the cap
+ * slow, overloaded) from a short wait doubling up to the cap; any other at the cap
  * from the start, logged as an error each time. No record is ever skipped for a store
  * error: the log holds every 202'd signal, an operator's fix (space, permissions, a
  * newer release) is usually what ends a "permanent" error, and skipping would lose
