@@ -8,7 +8,8 @@ import { startGateway } from './gateway/index.js'
 import { IngestErrorLog, IngestPipeline, openJournal, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { fileKvBuckets, replaceFileDurably } from './storage/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
-import { ClickHouseReceiptStore, type ClickHouseTarget } from './receipts/index.js'
+import { ClickHouseReceiptStore, isReceiptStoreError, type ClickHouseTarget } from './receipts/index.js'
+import { Recorder } from './recorder/index.js'
 import { Rentals } from './rentals/index.js'
 import { NONCE_WINDOW_MS } from './schemas/index.js'
 
@@ -223,7 +224,24 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       ? { kind: 'chdb', path: join(dataDir, 'clickhouse'), maxServerMemoryBytes: config.CLICKHOUSE_MAX_MEMORY_MB * 1024 * 1024 }
       : { kind: 'server', url: config.CLICKHOUSE_URL, requestTimeoutMs: config.CLICKHOUSE_TIMEOUT_MS }
   const receipts = new ClickHouseReceiptStore({ target: receiptsTarget })
-  await steps.time('receipts', () => receipts.open())
+  await steps.time('receipts', () =>
+    receipts.open().catch((err: unknown) => {
+      // ClickHouse down at start must not stop ingest: the log holds the signals and the
+      // recorder opens the store when it answers. Any other failure (a newer schema) stops the start.
+      if (!isReceiptStoreError(err) || !err.transient) throw err
+      logger.warn({ err }, 'receipt store unavailable at start; ingest goes on and the recorder retries')
+    }),
+  )
+  const recorder = new Recorder({
+    log: signalLog,
+    store: receipts,
+    registry,
+    lastSeq: () => pipeline.logLastSeq,
+    logger,
+    batchMax: config.RECORDER_BATCH,
+    flushMs: config.RECORDER_FLUSH_MS,
+    retryMaxMs: config.RECORDER_RETRY_MAX_MS,
+  })
 
   const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
 
@@ -242,6 +260,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     rentals,
     receipts,
     statusCacheMs: config.STATUS_CACHE_MS,
+    recorder,
     pipeline,
     pool,
     errors,
@@ -272,6 +291,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     throw err
   }
   starting = false
+  // After the rebuild, which reads the log the recorder's batches would compete with.
+  recorder.start()
   const sweeper = setInterval(() => pipeline.sweep(), 5_000).unref()
   // Best-effort: without a saved state the next start rebuilds from the journal, only slower.
   const saves =
@@ -309,6 +330,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         await saves?.stop()
         await pool.close()
         await registry.settle()
+        // Its batch in flight written and acknowledged, before the log and the store close.
+        await recorder.close().catch((err: unknown) => logger.warn({ err }, 'recorder did not stop cleanly; its last batch is recorded again at the next start'))
         await rentals.close()
         // Nothing appends any more: the state to be taken over covers the log up to here.
         const mark = failed ? undefined : await pipeline.logMark().catch((err: unknown) => logger.warn({ err }, 'ingest state not saved: the log end is unreadable'))

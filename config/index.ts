@@ -3,6 +3,7 @@ import Type from 'typebox'
 import { Compile } from 'typebox/compile'
 import { JOURNAL_DEFAULTS } from '../pipeline/index.js'
 import { MAX_TOKEN_CHARS } from '../registry/records.js'
+import { RECORD_BATCH_MAX } from '../receipts/index.js'
 
 import { parseTrustedProxies } from './trusted-proxies.js'
 
@@ -49,6 +50,9 @@ const Env = {
   CLICKHOUSE_MAX_MEMORY_MB: { type: 'int', default: 1024, min: 256, max: 1_048_576, help: 'memory ceiling of the embedded engine (max_server_memory_usage): a query past it fails, the process keeps serving' },
   CLICKHOUSE_TIMEOUT_MS: { type: 'int', default: 30_000, min: 1000, max: 3_600_000, help: 'per-request timeout towards a ClickHouse server (CLICKHOUSE_URL)' },
   STATUS_CACHE_MS: { type: 'int', default: 15_000, min: 0, max: 300_000, help: "how long a source's public status keeps its receipt figures (counts by outcome, last signal, uptime) before ClickHouse is asked again; 0 asks on every request (concurrent requests still share one query)" },
+  RECORDER_BATCH: { type: 'int', default: 5000, min: 1, max: RECORD_BATCH_MAX, help: 'most signals the recorder writes to the receipt store in one insert' },
+  RECORDER_FLUSH_MS: { type: 'int', default: 1000, min: 0, max: 60_000, help: 'how long a recorder batch that is not full waits for more signals after its first: fewer, larger inserts, at the cost of this much recording delay' },
+  RECORDER_RETRY_MAX_MS: { type: 'int', default: 30_000, min: 100, max: 600_000, help: 'longest wait between the recorder\'s attempts at a failing receipt store (waits start at 100 ms and double), and the wait after an error a retry is not expected to fix' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const
 
@@ -62,7 +66,7 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_']
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to

@@ -27,6 +27,7 @@ import { ingestHandler } from './ingest-edge.js'
 import { ClientAddresses } from './client-address.js'
 import { Metrics } from './metrics.js'
 import { registerMetricsRoute } from './metrics-route.js'
+import { registerRecorderMetrics, type RecorderReadings } from './recorder-metrics.js'
 import { ProvenAddresses } from './proven-addresses.js'
 
 export interface GatewayOptions {
@@ -47,6 +48,8 @@ export interface GatewayOptions {
   readonly receipts: ReceiptStore
   /** How long a source's public status keeps its receipt figures (STATUS_CACHE_MS). */
   readonly statusCacheMs: number
+  /** The recorder, for its metrics and its detail in /readyz; absent when none runs in this process. */
+  readonly recorder?: RecorderReadings
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
   readonly errors: IngestErrorLog
@@ -101,6 +104,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     inFlightRequests: () => inFlight,
     provenAddresses: () => provenAddresses.size,
   })
+  if (options.recorder !== undefined) registerRecorderMetrics(metrics.registry, options.recorder)
   const summary = setInterval(() => {
     const refusals = metrics.refusalsSinceLastSummary()
     if (Object.keys(refusals).length > 0) options.logger.info({ refusals }, 'ingest refusals in the last minute')
@@ -149,8 +153,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
 
   getRoute(parts, '/healthz', (reply) => reply.send(200, { ok: true, data: { status: 'alive' } }))
   getRoute(parts, '/readyz', (reply) => {
-    if (!draining && !options.isStarting() && options.isReady()) reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending } })
-    else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : options.isStarting() ? 'starting' : 'the signal log failed', { retryAfter: 1 }))
+    if (!draining && !options.isStarting() && options.isReady()) {
+      // Ready whatever the recorder's lag: ingest only appends to the log, which holds the signals until they are recorded.
+      const recorder = options.recorder?.status()
+      reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending, ...(recorder && { recorder }) } })
+    } else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : options.isStarting() ? 'starting' : 'the signal log failed', { retryAfter: 1 }))
   })
   registerMetricsRoute(parts, metrics, options.logger, Date.now)
   getRoute(parts, '/v1/openapi.json', (reply) => reply.send(200, openApiDocument(baseUrl)))

@@ -33,12 +33,17 @@ export class Registry {
   readonly #keysBySource = new OwnerIndex()
   readonly #retiredKeys: RetiredKeys
   readonly #disputes: Disputes
+  readonly #disputeWatchers = new Set<(changed: readonly DisputeRecord[]) => void>()
   /** Keys whose promotion is made in memory but not yet recorded. */
   readonly #promoting = new Set<string>()
 
   private constructor(store: RegistryStore, adminToken: string, now: () => number, snapshot: RegistrySnapshot | undefined) {
     this.#now = now
-    this.#changes = new ChangeSet((change) => store.append(change, () => this.#snapshot()))
+    this.#changes = new ChangeSet(async (change) => {
+      await store.append(change, () => this.#snapshot())
+      // Told once the change is durable, so a watcher never acts on one the registry could still undo.
+      if (change.disputes !== undefined && change.disputes.length > 0) for (const watcher of this.#disputeWatchers) watcher(change.disputes)
+    })
     this.#tokens = new TokenTable(this.#changes, adminToken, snapshot?.tokens)
     this.#agents = new Map((snapshot?.agents ?? []).map((a) => [a.agent_id, a]))
     this.#sources = new SourceTable(this.#changes, snapshot?.sources)
@@ -416,6 +421,20 @@ export class Registry {
   /** Spec 3.2: the accepted dispute that moved the signal from accepted to disputed, if one did. */
   disputeOf(sourceId: string, signalId: string): string | undefined {
     return this.#disputes.disputeOf(sourceId, signalId)
+  }
+
+  /** Every dispute of every source, in the order they were opened (at most DISPUTE_LIMITS.total). */
+  allDisputes(): DisputeRecord[] {
+    return this.#disputes.all()
+  }
+
+  /**
+   * Calls `listener` with the disputes of each recorded change that opened or resolved
+   * some (the receipts follow them); returns how to stop. A listener must not throw.
+   */
+  watchDisputes(listener: (changed: readonly DisputeRecord[]) => void): () => void {
+    this.#disputeWatchers.add(listener)
+    return () => void this.#disputeWatchers.delete(listener)
   }
 
   #required(sourceId: string, keyId: string): KeyRecord {
