@@ -48,6 +48,12 @@ const Env = {
   CLICKHOUSE_URL: { type: 'string', default: '', help: 'receipts on a ClickHouse server (http(s)://user:password@host:8123/database); empty keeps them in the embedded engine (chDB) under DATA_DIR/clickhouse' },
   CLICKHOUSE_MAX_MEMORY_MB: { type: 'int', default: 1024, min: 256, max: 1_048_576, help: 'memory ceiling of the embedded engine (max_server_memory_usage): a query past it fails, the process keeps serving' },
   CLICKHOUSE_TIMEOUT_MS: { type: 'int', default: 30_000, min: 1000, max: 3_600_000, help: 'per-request timeout towards a ClickHouse server (CLICKHOUSE_URL)' },
+  READ_RATE_ANON_PER_MIN: { type: 'int', default: 60, min: 1, max: 1_000_000, help: 'receipt reads a minute per client address without a token (an IPv6 client by its /64; through TRUSTED_PROXIES), up to a minute\'s worth at once; past it 429 with Retry-After' },
+  READ_RATE_TOKEN_PER_MIN: { type: 'int', default: 600, min: 1, max: 1_000_000, help: 'receipt reads a minute per token (creators; renters outside a rented source); the admin token is not limited' },
+  READ_RATE_RENTAL_PER_MIN: { type: 'int', default: 1200, min: 1, max: 1_000_000, help: 'receipt reads a minute per active rental, for its renter reading the rented source' },
+  READ_RATE_TRACKED_MAX: { type: 'int', default: 100_000, min: 1000, max: 10_000_000, help: 'read allowances held in memory (about 150 bytes each); past it the least recently used is forgotten (it starts full again)' },
+  EXPORT_CONCURRENT_PER_PRINCIPAL: { type: 'int', default: 2, min: 1, max: 64, help: 'receipt exports running at once per caller (role and subject); past it 429' },
+  EXPORT_CONCURRENT_MAX: { type: 'int', default: 8, min: 1, max: 1024, help: 'receipt exports running at once in the process; past it 429' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const
 
@@ -61,7 +67,7 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX']
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to

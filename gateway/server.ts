@@ -16,6 +16,7 @@ import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceLifecycleRoutes } from './control/source-lifecycle-routes.js'
 import { registerRentalRoutes } from './control/rental-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
+import { registerReadRoutes, type ReadOptions } from './reads/index.js'
 import { BodyReader } from './http/body-reader.js'
 import { getRoute, MAX_CONTROL_SLOW_UPLOADS, noteMethods, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
 import { route } from './http/route.js'
@@ -43,6 +44,8 @@ export interface GatewayOptions {
   readonly rentals: Rentals
   /** Receipts: read by the receipts API, written by the recorder. */
   readonly receipts: ReceiptStore
+  /** The receipt reads' allowances, export caps and usage meter. */
+  readonly reads: Pick<ReadOptions, 'limiter' | 'rates' | 'exportsPerCaller' | 'exportsMax' | 'meter'>
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
   readonly errors: IngestErrorLog
@@ -101,6 +104,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const refusals = metrics.refusalsSinceLastSummary()
     if (Object.keys(refusals).length > 0) options.logger.info({ refusals }, 'ingest refusals in the last minute')
   }, 60_000).unref()
+  const clientAddresses = new ClientAddresses(options.trustedProxies)
   const parts: JsonRoutesParts = { app, registry: options.registry, bodies: controlBodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 }, routes: new Map() }
 
   noteMethods(parts, INGEST_PATH, 'POST')
@@ -122,7 +126,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       track,
       metrics,
       provenAddresses,
-      clientAddresses: new ClientAddresses(options.trustedProxies),
+      clientAddresses,
     }),
   )
   registerAdminRoutes(parts)
@@ -134,6 +138,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerKeyRoutes(parts, () => options.pipeline.settled())
   registerIngestErrorsRoute(parts, options.errors)
   registerRentalRoutes(parts, options.rentals)
+  registerReadRoutes(parts, { ...options.reads, receipts: options.receipts, rentals: options.rentals, clientAddresses, logger: options.logger })
   // A signal is stored at most a body's time, a verification and an append after its arrival.
   const maxLagMs = options.bodyTimeoutMs + 60_000
   registerDisputeRoutes(parts, {
