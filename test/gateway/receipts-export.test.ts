@@ -82,7 +82,7 @@ t.test('a renter exports its rented source; rows are metered per caller, read at
 })
 
 t.test('export parameters: a bad format or filter is 400 naming it; test receipts are never exported', async (t) => {
-  for (const [q, name] of [['?format=xlsx', 'format'], ['?limit=5', 'limit'], ['?include_test=true', 'include_test'], ['?from=x', 'from']]) {
+  for (const [q, name] of [['?format=xlsx', 'format'], ['?limit=5', 'limit'], ['?include_test=true', 'include_test'], ['?from=x', 'from']] as const) {
     const res = await call(gw.url, 'GET', `/v1/byo/sources/${small.sourceId}/receipts/export${q}`, { token: small.creatorToken })
     t.equal(res.status, 400, q)
     t.match(res.body.error.message, name)
