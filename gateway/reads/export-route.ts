@@ -82,9 +82,8 @@ async function stream(ctx: ReadContext, e: ExportParts, principal: Principal, fi
     controller.abort(new Error('the client went away'))
     wake?.()
   }
-  // An empty source set (a renter without an active rental) selects nothing: the file has no rows.
-  const empty = filter.source_ids !== undefined && filter.source_ids.length === 0
-  const chunks = e.store.export(empty ? { ...filter, source_ids: ['\u0000none'] } : filter, format, controller.signal)[Symbol.asyncIterator]()
+  // An empty source set (a renter without an active rental) selects nothing: a file with no rows.
+  const chunks = e.store.export(filter, format, controller.signal)[Symbol.asyncIterator]()
   const counter = new RowCounter(format)
   let started = false
   try {

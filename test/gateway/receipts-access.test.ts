@@ -134,6 +134,10 @@ t.test('test receipts: the owner asks for them; a renter may not', async (t) => 
 t.test('across sources: a renter reads its active rentals\' sources, the public one source at a time', async (t) => {
   t.same((await get('/v1/byo/receipts', renters.active)).body.data.map((r: any) => r.receipt_id), [id(pOld)])
   t.same((await get('/v1/byo/receipts', renters.ended)).body.data, [])
+  const none = await fetch(`${gw.url}/v1/byo/receipts/export?format=ndjson`, { headers: { authorization: `Bearer ${renters.ended}` } })
+  t.same([none.status, await none.text()], [200, ''], 'an export across no sources is an empty file')
+  const one = await fetch(`${gw.url}/v1/byo/receipts/export?format=ndjson`, { headers: { authorization: `Bearer ${renters.active}` } })
+  t.same((await one.text()).trimEnd().split('\n').map((l) => JSON.parse(l).receipt_id), [id(pOld)], 'a renter exports its rented source, without test receipts')
   t.same((await get('/v1/byo/receipts', stranger.creatorToken)).body.data, [])
   const anon = await get('/v1/byo/receipts')
   t.equal(anon.status, 400)
