@@ -5,6 +5,7 @@ import type { Logger } from 'pino'
 import { ConfigError, isUsableAdminToken, parseTrustedProxies, type Config } from './config/index.js'
 import { lockDataDir } from './data-dir-lock.js'
 import { startGateway } from './gateway/index.js'
+import { KvUsageMeter, MemoryReadRateLimiter } from './gateway/reads/index.js'
 import { IngestErrorLog, IngestPipeline, openJournal, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool, type SignalLog } from './pipeline/index.js'
 import { fileKvBuckets, replaceFileDurably } from './storage/index.js'
 import { Registry, RegistryFile } from './registry/index.js'
@@ -242,6 +243,9 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     flushMs: config.RECORDER_FLUSH_MS,
     retryMaxMs: config.RECORDER_RETRY_MAX_MS,
   })
+  // Rows exported per caller, on the key-value port like every shared counter.
+  const usageBucket = await steps.time('usage', () => openBucket('usage', KvUsageMeter.bucketLimits))
+  const usage = new KvUsageMeter(usageBucket, { onWarning: (message, err) => logger.warn({ err }, message) })
 
   const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
 
@@ -261,6 +265,13 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     receipts,
     statusCacheMs: config.STATUS_CACHE_MS,
     recorder,
+    reads: {
+      limiter: new MemoryReadRateLimiter(config.READ_RATE_TRACKED_MAX),
+      rates: { anonymousPerMin: config.READ_RATE_ANON_PER_MIN, tokenPerMin: config.READ_RATE_TOKEN_PER_MIN, rentalPerMin: config.READ_RATE_RENTAL_PER_MIN },
+      exportsPerCaller: config.EXPORT_CONCURRENT_PER_PRINCIPAL,
+      exportsMax: config.EXPORT_CONCURRENT_MAX,
+      meter: usage,
+    },
     pipeline,
     pool,
     errors,
@@ -337,7 +348,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         const mark = failed ? undefined : await pipeline.logMark().catch((err: unknown) => logger.warn({ err }, 'ingest state not saved: the log end is unreadable'))
         // Each is closed even if one before it fails; the first failure is reported.
         let failure: unknown
-        for (const close of [() => signalLog.close(), () => errors.close(), () => retryNotes.close(), () => history.close(), () => rentalsBucket.close(), () => receipts.close()]) {
+        for (const close of [() => signalLog.close(), () => errors.close(), () => retryNotes.close(), () => history.close(), () => rentalsBucket.close(), () => usage.close(), () => usageBucket.close(), () => receipts.close()]) {
           await close().catch((err: unknown) => (failure ??= err))
         }
         if (failure !== undefined) throw failure

@@ -53,6 +53,12 @@ const Env = {
   RECORDER_BATCH: { type: 'int', default: 5000, min: 1, max: RECORD_BATCH_MAX, help: 'most signals the recorder writes to the receipt store in one insert' },
   RECORDER_FLUSH_MS: { type: 'int', default: 1000, min: 0, max: 60_000, help: 'how long a recorder batch that is not full waits for more signals after its first: fewer, larger inserts, at the cost of this much recording delay' },
   RECORDER_RETRY_MAX_MS: { type: 'int', default: 30_000, min: 100, max: 600_000, help: 'longest wait between the recorder\'s attempts at a failing receipt store (waits start at 100 ms and double), and the wait after an error a retry is not expected to fix' },
+  READ_RATE_ANON_PER_MIN: { type: 'int', default: 60, min: 1, max: 1_000_000, help: 'receipt reads a minute per client address without a token (an IPv6 client by its /64; through TRUSTED_PROXIES), up to a minute\'s worth at once; past it 429 with Retry-After' },
+  READ_RATE_TOKEN_PER_MIN: { type: 'int', default: 600, min: 1, max: 1_000_000, help: 'receipt reads a minute per token (creators; renters outside a rented source); the admin token is not limited' },
+  READ_RATE_RENTAL_PER_MIN: { type: 'int', default: 1200, min: 1, max: 1_000_000, help: 'receipt reads a minute per active rental, for its renter reading the rented source' },
+  READ_RATE_TRACKED_MAX: { type: 'int', default: 100_000, min: 1000, max: 10_000_000, help: 'read allowances held in memory (about 150 bytes each); past it the least recently used is forgotten (it starts full again)' },
+  EXPORT_CONCURRENT_PER_PRINCIPAL: { type: 'int', default: 2, min: 1, max: 64, help: 'receipt exports running at once per caller (role and subject); past it 429' },
+  EXPORT_CONCURRENT_MAX: { type: 'int', default: 8, min: 1, max: 1024, help: 'receipt exports running at once in the process; past it 429' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const
 
@@ -66,7 +72,7 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_']
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to

@@ -18,6 +18,7 @@ import { registerRentalRoutes } from './control/rental-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
 import { registerScoringRoutes } from './control/scoring-routes.js'
 import { registerSourceStatusRoute } from './control/source-status-route.js'
+import { registerReadRoutes, type ReadOptions } from './reads/index.js'
 import { BodyReader } from './http/body-reader.js'
 import { getRoute, MAX_CONTROL_SLOW_UPLOADS, noteMethods, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
 import { route } from './http/route.js'
@@ -50,6 +51,8 @@ export interface GatewayOptions {
   readonly statusCacheMs: number
   /** The recorder, for its metrics and its detail in /readyz; absent when none runs in this process. */
   readonly recorder?: RecorderReadings
+  /** The receipt reads' allowances, export caps and usage meter. */
+  readonly reads: Pick<ReadOptions, 'limiter' | 'rates' | 'exportsPerCaller' | 'exportsMax' | 'meter'>
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
   readonly errors: IngestErrorLog
@@ -109,6 +112,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const refusals = metrics.refusalsSinceLastSummary()
     if (Object.keys(refusals).length > 0) options.logger.info({ refusals }, 'ingest refusals in the last minute')
   }, 60_000).unref()
+  const clientAddresses = new ClientAddresses(options.trustedProxies)
   const parts: JsonRoutesParts = { app, registry: options.registry, bodies: controlBodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 }, routes: new Map() }
 
   noteMethods(parts, INGEST_PATH, 'POST')
@@ -130,7 +134,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       track,
       metrics,
       provenAddresses,
-      clientAddresses: new ClientAddresses(options.trustedProxies),
+      clientAddresses,
     }),
   )
   registerAdminRoutes(parts)
@@ -144,6 +148,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerRentalRoutes(parts, options.rentals)
   registerScoringRoutes(parts, options.receipts, Date.now)
   registerSourceStatusRoute(parts, { receipts: options.receipts, cacheMs: options.statusCacheMs, now: Date.now, logger: options.logger })
+  registerReadRoutes(parts, { ...options.reads, receipts: options.receipts, rentals: options.rentals, clientAddresses, logger: options.logger })
   // A signal is stored at most a body's time, a verification and an append after its arrival.
   const maxLagMs = options.bodyTimeoutMs + 60_000
   registerDisputeRoutes(parts, {

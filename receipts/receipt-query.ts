@@ -50,6 +50,10 @@ function conditions(filter: ReceiptFilter, includeTest: boolean): { where: strin
   }
   if (!includeTest) where.push('test = false')
   equal('source_id', 'source_id')
+  if (filter.source_ids !== undefined) {
+    where.push('source_id IN {source_ids:Array(String)}')
+    params.source_ids = filter.source_ids
+  }
   equal('agent_id', 'agent_id')
   equal('severity', 'severity')
   equal('token', 'token')

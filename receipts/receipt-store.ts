@@ -13,6 +13,12 @@ export interface ReceiptFilter {
   readonly status?: DisputeStatus
   readonly source_id?: string
   readonly agent_id?: string
+  /**
+   * Only receipts of these sources (an empty list matches none): the read API's access
+   * scope (a renter's rented sources, a creator's own), not a client's filter, so a
+   * cursor stays valid while the set changes between pages.
+   */
+  readonly source_ids?: readonly string[]
 }
 
 export interface ReceiptListQuery extends ReceiptFilter {

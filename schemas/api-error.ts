@@ -48,6 +48,7 @@ export const ERROR_STATUS = {
   // edge
   overloaded: 503,
   not_ready: 503,
+  receipts_unavailable: 503,
   internal_error: 500,
 } as const
 

@@ -15,7 +15,7 @@ export {
   type RevocationReason,
 } from './control.js'
 export { SignalAcceptedEvent } from './events.js'
-export { CHAINS, checkManifest, enforcedMaxRate, Listing, Manifest, rateCeilingProblem, ratePerMs, type RateCeiling } from './manifest.js'
+export { CHAINS, checkManifest, enforcedMaxRate, Listing, Manifest, PUBLIC_DELAY_DEFAULT_S, PUBLIC_DELAY_MAX_S, PUBLIC_DELAY_MIN_S, publicDelaySeconds, rateCeilingProblem, ratePerMs, type RateCeiling } from './manifest.js'
 export { openApiDocument } from './openapi.js'
 export { compileCheck, type BodyCheck } from './schema-problem.js'
 export { AcceptedBody, isWithinSkew, MAX_SKEW_MS, NONCE_WINDOW_MS, SignalPayloadSchema, signingString } from './signal.js'

@@ -79,12 +79,33 @@ export const Manifest = Type.Object(
 )
 export type Manifest = Type.Static<typeof Manifest>
 
+/**
+ * How long public readers wait for a receipt, by default: a day. Renters pay for the live
+ * feed; the public gets the track record. A day is past the scoring windows of most
+ * signals, so a public reader sees how a signal did rather than acts on it.
+ */
+export const PUBLIC_DELAY_DEFAULT_S = 86_400
+/**
+ * At least an hour: shorter would make the delayed view a near-live feed, and a signal's
+ * `ts` may lie minutes ahead of the gateway's clock (two 300 s skew allowances).
+ */
+export const PUBLIC_DELAY_MIN_S = 3600
+/** At most 30 days: longer hides the track record the public view exists to show. */
+export const PUBLIC_DELAY_MAX_S = 30 * 86_400
+
 /** How much of a source the public may see before renting (spec 4.2). */
 export const Listing = Type.Object(
-  { public_receipts: Type.Boolean({ default: false }) },
+  {
+    public_receipts: Type.Boolean({ default: false }),
+    /** Optional in records kept before it existed; read through publicDelaySeconds(). */
+    public_delay_seconds: Type.Optional(Type.Integer({ minimum: PUBLIC_DELAY_MIN_S, maximum: PUBLIC_DELAY_MAX_S, default: PUBLIC_DELAY_DEFAULT_S })),
+  },
   { additionalProperties: false },
 )
 export type Listing = Type.Static<typeof Listing>
+
+/** The listing's public delay, or the default for a listing stored before the field existed. */
+export const publicDelaySeconds = (listing: Listing): number => listing.public_delay_seconds ?? PUBLIC_DELAY_DEFAULT_S
 
 /** Validates a manifest; a failure names the first bad field. */
 export const checkManifest = compileCheck<Manifest>(Manifest, 'manifest')

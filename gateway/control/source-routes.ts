@@ -1,5 +1,5 @@
 import type { SourceRecord } from '../../registry/index.js'
-import { ApiError, checkCreateSource, checkManifest, Listing, type Manifest, rateCeilingProblem, type RateCeiling, compileCheck } from '../../schemas/index.js'
+import { ApiError, checkCreateSource, checkManifest, Listing, type Manifest, PUBLIC_DELAY_DEFAULT_S, publicDelaySeconds, rateCeilingProblem, type RateCeiling, compileCheck } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { ownedAgent, ownedSource, parseBody } from './access.js'
 
@@ -11,7 +11,8 @@ export function sourceView(source: SourceRecord, baseUrl: string) {
     agent_id: source.agent_id,
     creator_id: source.creator_id,
     manifest: source.manifest,
-    listing: source.listing,
+    // The delay shown as it applies, for a listing stored before the field existed too.
+    listing: { ...source.listing, public_delay_seconds: publicDelaySeconds(source.listing) },
     created_at: source.created_at,
     updated_at: source.updated_at,
     state: source.retired_at === null ? 'live' : 'retired',
@@ -32,10 +33,13 @@ export function parseManifest(given: unknown, rateCeiling: RateCeiling): Manifes
   return manifest.value
 }
 
-/** A listing as a client sent it: absent, or an object without public_receipts, takes its default (false). null is no listing. */
+/**
+ * A listing as a client sent it: absent, or an object without public_receipts or
+ * public_delay_seconds, takes their defaults (false, a day). null is no listing.
+ */
 export function parseListing(given: unknown): Listing {
   const object = given === undefined ? {} : given
-  const listing = checkListing(typeof object === 'object' && object !== null && !Array.isArray(object) ? { public_receipts: false, ...object } : object)
+  const listing = checkListing(typeof object === 'object' && object !== null && !Array.isArray(object) ? { public_receipts: false, public_delay_seconds: PUBLIC_DELAY_DEFAULT_S, ...object } : object)
   if (!listing.ok) throw new ApiError('invalid_request', listing.problem)
   return listing.value
 }

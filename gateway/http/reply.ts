@@ -129,6 +129,20 @@ export class Reply {
     })
   }
 
+  /**
+   * For a body the route streams itself (receipt exports): the status it wrote, and no
+   * other answer from now on. `streamEnded` must follow once the stream is over (ended,
+   * closed or abandoned by the client), for drain's count.
+   */
+  streamStarted(status: number): void {
+    this.status = status
+    this.done = true
+  }
+
+  streamEnded(): void {
+    this.#finish()
+  }
+
   /** A non-JSON body (the metrics page). */
   sendText(status: number, contentType: string, text: string): void {
     if (this.done || this.aborted) return

@@ -1,0 +1,34 @@
+import type { Logger } from 'pino'
+import type { ReceiptStore } from '../../receipts/index.js'
+import type { Rentals } from '../../rentals/index.js'
+import type { ClientAddresses } from '../client-address.js'
+import type { JsonRoutesParts } from '../http/json-route.js'
+import { ExportSlots } from './export-slots.js'
+import { registerExportRoutes } from './export-route.js'
+import { ReceiptAccess } from './receipt-access.js'
+import { registerReceiptRoutes } from './receipt-routes.js'
+import type { ReadRateLimiter } from './read-rate-limiter.js'
+import type { ReadRates } from './read-route.js'
+import type { UsageMeter } from './usage-meter.js'
+import { registerUsageRoutes } from './usage-routes.js'
+
+export interface ReadOptions {
+  readonly receipts: ReceiptStore
+  readonly rentals: Rentals
+  readonly limiter: ReadRateLimiter
+  readonly rates: ReadRates
+  readonly exportsPerCaller: number
+  readonly exportsMax: number
+  readonly meter: UsageMeter
+  readonly clientAddresses: ClientAddresses
+  readonly logger: Logger
+}
+
+/** Registers the receipt reads, the exports and the usage endpoints. Exports first: their static path wins over `:receipt_id`. */
+export function registerReadRoutes(parts: JsonRoutesParts, o: ReadOptions): void {
+  const access = new ReceiptAccess(parts.registry, o.rentals)
+  const r = { parts, clientAddresses: o.clientAddresses, limiter: o.limiter, rates: o.rates }
+  registerExportRoutes(r, { store: o.receipts, access, slots: new ExportSlots(o.exportsPerCaller, o.exportsMax), meter: o.meter, logger: o.logger })
+  registerReceiptRoutes(r, o.receipts, access)
+  registerUsageRoutes(parts, o.meter)
+}
