@@ -40,6 +40,81 @@ const query = (name: string, schema: Record<string, unknown>) => ({ name, in: 'q
 const page = (max: number) => [query('limit', { type: 'integer', minimum: 1, maximum: max }), query('cursor', { type: 'string' })]
 const header = (name: string, description: string, required = true) => ({ name, in: 'header', required, description, schema: { type: 'string' } })
 
+/**
+ * Receipt reads let the public in: no Authorization header reads the public view of a
+ * source that lists its receipts; a header must hold a valid token (401 otherwise).
+ */
+const bearerOrPublic = [{}, { bearer: [] }]
+const nullable = (type: string, extra: Record<string, unknown> = {}) => ({ type: [type, 'null'], ...extra })
+const time = { type: 'string', format: 'date-time' }
+/** A receipt as a full reader sees it; the public view leaves out signal_id, key_id, note, recorded_at and test. */
+const Receipt = {
+  type: 'object',
+  required: ['receipt_id', 'source_id', 'agent_id', 'token', 'severity', 'confidence', 'emitted_at', 'received_at', 'window_start', 'window_end', 'baseline', 'outcome', 'dispute_status'],
+  properties: {
+    receipt_id: { type: 'string', pattern: '^rc_[0-9a-f]{32}$' },
+    source_id: { type: 'string' },
+    agent_id: { type: 'string' },
+    signal_id: { type: 'string' },
+    key_id: { type: 'string' },
+    token: { type: 'string' },
+    severity: { type: 'string' },
+    confidence: nullable('integer', { minimum: 0, maximum: 100 }),
+    note: nullable('string'),
+    emitted_at: time,
+    received_at: time,
+    recorded_at: time,
+    window_start: nullable('string', { format: 'date-time' }),
+    window_end: nullable('string', { format: 'date-time' }),
+    baseline: nullable('number'),
+    outcome: { enum: ['pending', 'hit', 'miss', 'void'] },
+    dispute_status: { enum: ['none', 'open', 'disputed', 'rejected'] },
+    test: { type: 'boolean' },
+  },
+}
+/** The filters of receipt lists and exports; `cross` adds those of the endpoints across sources. */
+const receiptFilters = (cross: boolean) => [
+  query('from', { type: 'string', format: 'date-time', description: 'emitted_at at or after' }),
+  query('to', { type: 'string', format: 'date-time', description: 'emitted_at before; after from' }),
+  query('outcome', { enum: ['pending', 'hit', 'miss', 'void'] }),
+  query('severity', { type: 'string', pattern: '^[A-Za-z0-9_-]{1,32}$' }),
+  query('token', { type: 'string', pattern: '^[A-Za-z0-9]{1,128}$' }),
+  query('status', { enum: ['none', 'open', 'disputed', 'rejected'], description: 'the dispute status' }),
+  ...(cross ? [query('source_id', { type: 'string' }), query('agent_id', { type: 'string' })] : []),
+]
+const receiptList = (cross: boolean, description: string) => ({
+  get: {
+    security: bearerOrPublic,
+    description,
+    parameters: [
+      ...receiptFilters(cross),
+      query('include_test', { enum: ['true', 'false'], description: "test receipts too: the source's creator and the admin only" }),
+      ...page(1000),
+    ],
+    responses: { '200': { description: 'receipts, newest first (emitted_at, then receipt_id, descending), with next_cursor (null on the last page)', ...json({ type: 'object', properties: { ok: { const: true }, data: { type: 'array', items: Receipt }, next_cursor: nullable('string') } }) }, ...control(400, 404, 429) },
+  },
+})
+const EXPORT_TYPES = { 'application/x-ndjson': {}, 'text/csv': {}, 'application/vnd.apache.parquet': {} }
+const receiptExport = (cross: boolean, description: string) => ({
+  get: {
+    security: bearer,
+    description,
+    parameters: [...receiptFilters(cross), query('format', { enum: ['ndjson', 'csv', 'parquet'], default: 'ndjson' })],
+    responses: { '200': { description: 'every matching receipt, test receipts never, streamed as an attachment (chunked)', content: EXPORT_TYPES }, ...control(400, 404, 429) },
+  },
+})
+const Usage = {
+  type: 'object',
+  properties: {
+    role: { type: 'string' },
+    subject: { type: 'string' },
+    month: { type: 'string', pattern: '^\\d{4}-\\d{2}$' },
+    rows_exported: { type: 'integer' },
+    days: { type: 'array', items: { type: 'object', properties: { day: { type: 'string', format: 'date' }, rows_exported: { type: 'integer' } } } },
+  },
+}
+const month = query('month', { type: 'string', pattern: '^\\d{4}-(0[1-9]|1[0-2])$', description: 'YYYY-MM, UTC; default the current month' })
+
 /** The review's decision on a dispute: the same request for either outcome. */
 const decision = (action: 'accept' | 'reject', description: string) => ({
   [`/v1/byo/sources/{source_id}/disputes/{dispute_id}/${action}`]: {
@@ -221,8 +296,29 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       '/v1/admin/rentals/{rental_id}/end': {
         post: { security: bearer, parameters: [path('rental_id')], requestBody: noInput, responses: { '200': { description: 'ended rental; an ended or expired one unchanged', ...ok(RentalView) }, ...withBody(404) } },
       },
+      '/v1/byo/sources/{source_id}/receipts': receiptList(false, "one source's receipts: its creator and the admin in full, a renter with an active rental of it in full, anyone else the delayed, redacted public view if the listing has public_receipts; otherwise 404"),
+      '/v1/byo/sources/{source_id}/receipts/export': receiptExport(false, "every matching receipt of one source as NDJSON, CSV or Parquet: its creator, a renter with an active rental of it, the admin"),
+      '/v1/byo/receipts': receiptList(true, 'receipts across the sources the caller reads in full; without a token, source_id is required and the answer is its public view'),
+      '/v1/byo/receipts/export': receiptExport(true, 'every matching receipt across the sources the caller reads in full, as NDJSON, CSV or Parquet'),
+      '/v1/byo/receipts/{receipt_id}': {
+        get: {
+          security: bearerOrPublic,
+          parameters: [path('receipt_id')],
+          responses: { '200': { description: 'one receipt, as the caller may see it (the public view redacted and only past the delay)', ...ok(Receipt) }, ...control(404, 429) },
+        },
+      },
+      '/v1/usage': {
+        get: { security: bearer, parameters: [month], responses: { '200': { description: "the caller's metered use (rows exported) in one UTC month, by day: a creator, renter or admin token", ...ok(Usage) }, ...control(400) } },
+      },
+      '/v1/admin/usage': {
+        get: {
+          security: bearer,
+          parameters: [query('principal', { type: 'string', description: 'role:subject, the role admin, creator or renter' }), month],
+          responses: { '200': { description: "anyone's metered use in one UTC month (admin token)", ...ok(Usage) }, ...control(400) },
+        },
+      },
       '/healthz': { get: { responses: { '200': { description: 'alive' } } } },
-      '/readyz': { get: { responses: { '200': { description: 'ready' }, ...errors(503) } } },
+      '/readyz': { get: { responses: { '200': { description: 'ready: status, verify_queue and the recorder (state, lag_records, lag_seconds, disputes_pending, last_error while retrying); stays 200 however far the recorder lags' }, ...errors(503) } } },
     },
   }
 }
