@@ -4,6 +4,7 @@
 // the unit run stays what it says instead of quietly growing gateway start-ups.
 import childProcess from 'node:child_process'
 import { syncBuiltinESMExports } from 'node:module'
+import { promisify } from 'node:util'
 
 const commandLine = (command, args) => [command, ...(Array.isArray(args) ? args : [])].filter((a) => typeof a === 'string')
 const startsGateway = (command, args) => commandLine(command, args).some((a) => /(^|[/\\])dist[/\\]main\.js$/.test(a))
@@ -18,6 +19,15 @@ for (const name of ['spawn', 'spawnSync', 'execFile', 'execFileSync', 'fork']) {
       )
     }
     return original.call(this, command, args, ...rest)
+  }
+  // execFile's promisified form resolves { stdout, stderr } through this symbol; a plain
+  // wrapper would lose it and resolve the stdout string alone.
+  const custom = original[promisify.custom]
+  if (custom !== undefined) {
+    childProcess[name][promisify.custom] = function (command, args, ...rest) {
+      if (startsGateway(command, args)) return childProcess[name](command, args, ...rest)
+      return custom.call(this, command, args, ...rest)
+    }
   }
 }
 // `import { spawn } from 'node:child_process'` binds the ESM export, which this updates.
