@@ -63,7 +63,9 @@ const STREAM_BLOCK_ROWS = '4096'
 const FORMAT_SETTINGS: Record<RawFormat, Record<string, string>> = {
   JSONEachRow: { max_block_size: STREAM_BLOCK_ROWS },
   CSV: { max_block_size: STREAM_BLOCK_ROWS },
-  Parquet: { output_format_parquet_compression_method: 'snappy' },
+  // Row groups of 100,000 rows (ClickHouse's default is 1,000,000): the writer holds one
+  // row group's columns at a time.
+  Parquet: { output_format_parquet_compression_method: 'snappy', output_format_parquet_row_group_size: '100000' },
 }
 
 /** The engine-wide settings chDB is started with (they cannot be SET later). */
