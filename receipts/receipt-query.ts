@@ -30,6 +30,9 @@ const RECEIPT_COLUMNS = `receipt_id, source_id, agent_id, signal_id, key_id, tok
   if(${SCORED}, tupleElement(scoring, 6), 'pending') AS outcome,
   if(${DISPUTED}, tupleElement(dispute, 3), 'none') AS dispute_status`
 
+/** The folded values the outcome and status filters compare, for a statement that does not select every column. */
+const FILTER_COLUMNS = `if(${SCORED}, tupleElement(scoring, 6), 'pending') AS outcome, if(${DISPUTED}, tupleElement(dispute, 3), 'none') AS dispute_status`
+
 /** The columns of an export, in order: the CSV header line. */
 export const EXPORT_COLUMNS = ['receipt_id', 'source_id', 'agent_id', 'signal_id', 'key_id', 'token', 'severity', 'confidence', 'note', 'emitted_at', 'received_at', 'recorded_at', 'window_start', 'window_end', 'baseline', 'outcome', 'dispute_status'] as const
 
@@ -76,8 +79,12 @@ function conditions(filter: ReceiptFilter, includeTest: boolean): { where: strin
   return { where, params }
 }
 
-/** One page, newest first; `limit + 1` rows are asked for, to know whether another page follows. */
-export function listStatement(filter: ReceiptFilter, includeTest: boolean, after: CursorPosition | undefined, limit: number): Statement {
+/**
+ * The sort keys of one page, newest first; `limit + 1` are asked for, to know whether
+ * another page follows. Only the key and filter columns are read (FINAL folds them all the
+ * same), which is most of a page's cost; the page's rows are then read by `pageStatement`.
+ */
+export function pageKeysStatement(filter: ReceiptFilter, includeTest: boolean, after: CursorPosition | undefined, limit: number): Statement {
   const { where, params } = conditions(filter, includeTest)
   if (after !== undefined) {
     // (emitted_at, receipt_id) < the cursor's, spelt so the emitted_at bound also prunes granules.
@@ -88,8 +95,38 @@ export function listStatement(filter: ReceiptFilter, includeTest: boolean, after
   }
   params.limit = limit + 1
   return {
-    query: `SELECT ${RECEIPT_COLUMNS}, test FROM receipts FINAL WHERE ${where.join(' AND ')}
+    query: `SELECT source_id, test, toUnixTimestamp64Milli(emitted_at) AS emitted_ms, receipt_id${filter.outcome !== undefined || filter.status !== undefined ? `, ${FILTER_COLUMNS}` : ''} FROM receipts FINAL WHERE ${where.join(' AND ')}
       ORDER BY emitted_at DESC, receipt_id DESC LIMIT {limit:UInt32}`,
+    params,
+  }
+}
+
+export interface ReceiptKey {
+  readonly source_id: string
+  readonly test: boolean | number
+  readonly emitted_ms: number
+  readonly receipt_id: string
+}
+
+/**
+ * The rows of a page whose keys `pageKeysStatement` found, by primary key: the sources, the
+ * span of emitted_at and the exact keys. The filter is applied again, so a receipt scored
+ * or disputed out of the filter between the two reads is left out rather than shown
+ * against it.
+ */
+export function pageStatement(filter: ReceiptFilter, includeTest: boolean, keys: readonly ReceiptKey[]): Statement {
+  const { where, params } = conditions(filter, includeTest)
+  const ms = keys.map((k) => Number(k.emitted_ms))
+  where.push(`source_id IN {page_sources:Array(String)}`)
+  where.push(`emitted_at >= fromUnixTimestamp64Milli({page_from:Int64}, 'UTC') AND emitted_at <= fromUnixTimestamp64Milli({page_to:Int64}, 'UTC')`)
+  where.push(`receipt_id IN {page_ids:Array(String)}`)
+  params.page_sources = [...new Set(keys.map((k) => k.source_id))]
+  params.page_from = Math.min(...ms)
+  params.page_to = Math.max(...ms)
+  params.page_ids = keys.map((k) => k.receipt_id)
+  return {
+    query: `SELECT ${RECEIPT_COLUMNS}, test FROM receipts FINAL WHERE ${where.join(' AND ')}
+      ORDER BY emitted_at DESC, receipt_id DESC`,
     params,
   }
 }
@@ -115,20 +152,19 @@ export function getStatement(receiptId: string): Statement {
   }
 }
 
-/** The identity of receipts already recorded, among `receiptIds` (the bloom filter index finds them). */
-export function recordedStatement(sourceIds: readonly string[], receiptIds: readonly string[]): Statement {
+/** Which of `receiptIds` are recorded receipts: by the primary key of receipt_ids, a few granules per id. */
+export function recordedStatement(receiptIds: readonly string[]): Statement {
   return {
-    query: `SELECT receipt_id, source_id, test, toUnixTimestamp64Milli(emitted_at) AS emitted_ms FROM receipts
-      WHERE source_id IN {source_ids:Array(String)} AND receipt_id IN {receipt_ids:Array(String)} AND recorded_at IS NOT NULL`,
-    params: { source_ids: [...new Set(sourceIds)], receipt_ids: receiptIds },
+    query: `SELECT DISTINCT receipt_id FROM receipt_ids WHERE receipt_id IN {receipt_ids:Array(String)}`,
+    params: { receipt_ids: receiptIds },
   }
 }
 
 /** The sort key of receipts by id, to write a scoring row beside each. */
 export function keysStatement(receiptIds: readonly string[]): Statement {
   return {
-    query: `SELECT receipt_id, source_id, test, toUnixTimestamp64Milli(emitted_at) AS emitted_ms FROM receipts
-      WHERE receipt_id IN {receipt_ids:Array(String)} AND recorded_at IS NOT NULL`,
+    query: `SELECT receipt_id, any(source_id) AS source_id, any(test) AS test, toUnixTimestamp64Milli(any(emitted_at)) AS emitted_ms FROM receipt_ids
+      WHERE receipt_id IN {receipt_ids:Array(String)} GROUP BY receipt_id`,
     params: { receipt_ids: receiptIds },
   }
 }

@@ -5,7 +5,7 @@ import type { DisputeStatusInput, OutcomeInput, OutcomeResult, Receipt, ReceiptI
 import { decodeCursor, encodeCursor } from './receipt-cursor.js'
 import { isReceiptId, receiptIdOf } from './receipt-id.js'
 import { readSourceStats } from './receipt-stats.js'
-import { EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, listStatement, recordedStatement, type Statement } from './receipt-query.js'
+import { EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, pageKeysStatement, pageStatement, type ReceiptKey, recordedStatement, type Statement } from './receipt-query.js'
 import type { ExportFormat, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
 import { ReceiptStoreError } from './receipt-store-error.js'
 import { type Migration, migrate } from './schema-migrations.js'
@@ -115,7 +115,7 @@ export class ClickHouseReceiptStore implements ReceiptStore {
     // A receipt already recorded is never written again: after a redelivery the rows would
     // only fold into themselves, but a signal_id the log accepted again later carries other
     // fields (and perhaps another emitted_at, which would make a second row).
-    const stored = await this.#rows<{ receipt_id: string }>('looking up recorded receipts', recordedStatement([...fresh.values()].map((f) => f.input.source_id), [...fresh.keys()]))
+    const stored = await this.#rows<{ receipt_id: string }>('looking up recorded receipts', recordedStatement([...fresh.keys()]))
     for (const { receipt_id } of stored) fresh.delete(receipt_id)
     const recordedAt = this.#now()
     const rows = [...fresh].map(([receipt_id, { input, emittedMs, receivedMs }]) => ({
@@ -150,11 +150,14 @@ export class ClickHouseReceiptStore implements ReceiptStore {
     const includeTest = query.includeTest === true
     const filter = filterOf(query)
     const after = query.cursor === undefined ? undefined : decodeCursor(query.cursor, filter, includeTest)
-    const rows = await this.#rows<Row>('listing receipts', listStatement(filter, includeTest, after, limit))
-    const receipts = rows.slice(0, limit).map(toReceipt)
-    const last = receipts[receipts.length - 1]
-    if (rows.length <= limit || last === undefined) return { receipts }
-    return { receipts, next_cursor: encodeCursor({ emittedAtMs: Date.parse(last.emitted_at), receiptId: last.receipt_id }, filter, includeTest) }
+    const keys = await this.#rows<ReceiptKey>('listing receipts', pageKeysStatement(filter, includeTest, after, limit))
+    const pageKeys = keys.slice(0, limit)
+    const last = pageKeys[pageKeys.length - 1]
+    if (last === undefined) return { receipts: [] }
+    const receipts = (await this.#rows<Row>('listing receipts', pageStatement(filter, includeTest, pageKeys))).map(toReceipt)
+    // The cursor is the last key of the page, even if its receipt left the filter in between.
+    if (keys.length <= limit) return { receipts }
+    return { receipts, next_cursor: encodeCursor({ emittedAtMs: Number(last.emitted_ms), receiptId: last.receipt_id }, filter, includeTest) }
   }
 
   export(filter: ReceiptFilter, format: ExportFormat, signal?: AbortSignal): AsyncIterable<Uint8Array> {

@@ -11,6 +11,11 @@ export interface Migration {
   readonly version: number
   readonly name: string
   readonly statements: readonly string[]
+  /**
+   * Steps that need a decision on what is stored (a table rebuilt only if not yet rebuilt),
+   * run after the statements; as safe to run again as they are.
+   */
+  readonly apply?: (client: ClickHouseClient) => Promise<void>
 }
 
 const CREATE_MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -48,6 +53,7 @@ export async function migrate(client: ClickHouseClient, migrations: readonly Mig
   for (const m of migrations.slice(from)) {
     try {
       for (const statement of m.statements) await client.command({ query: statement })
+      await m.apply?.(client)
       await client.insert({ table: 'schema_migrations', values: [{ version: m.version, name: m.name, applied_at: Date.now() }], format: 'JSONEachRow' })
     } catch (err) {
       throw toStoreError(`applying migration ${m.version} (${m.name})`, err)

@@ -15,7 +15,7 @@ const require = createRequire(import.meta.url)
 export async function chdbFolder(t: { teardown(fn: () => unknown): void }): Promise<{
   path: string
   open: () => Promise<ClickHouseReceiptStore>
-  /** Empties the receipts table, through a second connection to the same engine. */
+  /** Empties the receipts and their id look-up, through a second connection to the same engine. */
   truncate: () => Promise<void>
 }> {
   const dir = await mkdtemp(join(tmpdir(), 'receipts-test-'))
@@ -38,6 +38,7 @@ export async function chdbFolder(t: { teardown(fn: () => unknown): void }): Prom
       const client = createClient({ connection: createChdbConnection({ path }) as never })
       try {
         await client.command({ query: 'TRUNCATE TABLE receipts' })
+        await client.command({ query: 'TRUNCATE TABLE receipt_ids' })
       } finally {
         await client.close()
       }

@@ -158,7 +158,11 @@ t.test('the schema is migrated once and a store newer than the code is refused',
   const client = createClient({ connection: createChdbConnection({ path: folder.path }) as never })
   t.teardown(() => client.close())
   const versions = await (await client.query({ query: 'SELECT version FROM schema_migrations FINAL ORDER BY version', format: 'JSONEachRow' })).json<{ version: number }>()
-  t.same(versions, [{ version: 1 }], 'reopening did not apply it twice')
+  t.same(versions, [{ version: 1 }, { version: 2 }, { version: 3 }], 'reopening did not apply them twice')
+  // A confirmed insert is on disk: the recorder's durable acknowledgement follows it.
+  const engines = await (await client.query({ query: "SELECT name, engine_full FROM system.tables WHERE database = currentDatabase() AND name IN ('receipts', 'receipt_ids') ORDER BY name", format: 'JSONEachRow' })).json<{ name: string; engine_full: string }>()
+  t.equal(engines.length, 2)
+  for (const e of engines) t.match(e.engine_full, /fsync_after_insert = 1.*fsync_part_directory = 1|fsync_part_directory = 1.*fsync_after_insert = 1/, `${e.name} syncs inserted parts`)
   await client.insert({ table: 'schema_migrations', values: [{ version: 99, name: 'from the future', applied_at: Date.now() }], format: 'JSONEachRow' })
   const newer = (await import('../../receipts/index.js')).ClickHouseReceiptStore
   const s = new newer({ target: { kind: 'chdb', path: folder.path, maxServerMemoryBytes: 1e9 } })
