@@ -23,6 +23,8 @@ export interface WebhookWorkerOptions {
   /** An endpoint with no success for this long is disabled. */
   readonly disableAfterMs: number
   readonly now?: () => number
+  /** Attempts under way at once, all rentals together (WEBHOOK_CONCURRENCY). */
+  readonly maxConcurrent?: number
   readonly onAttempt?: (result: string) => void
   readonly onDeadLetter?: () => void
   readonly onError?: (err: unknown, rentalId: string) => void
@@ -99,6 +101,8 @@ export class WebhookWorkers {
   #watch: ReturnType<WebhookState['watchEndpoints']> | undefined
   #watching: Promise<void> | undefined
   #closed = false
+  #inFlight = 0
+  readonly #waiting: (() => void)[] = []
 
   constructor(options: WebhookWorkerOptions) {
     this.#o = options
@@ -118,6 +122,16 @@ export class WebhookWorkers {
       }
     })().catch((err: unknown) => this.#o.onError?.(err, ''))
     await watch.initialized
+  }
+
+  /** Resolves once the rental's loop has ended (its endpoint was removed or disabled). */
+  async stopped(rentalId: string): Promise<void> {
+    // Forgotten here at once: the watch may report the removal only after the loop ended, which must not start it again.
+    this.#endpoints.delete(rentalId)
+    const loop = this.#loops.get(rentalId)
+    if (loop === undefined) return
+    loop.abort.abort()
+    await loop.done
   }
 
   /** Cuts a loop's wait short (a re-send was asked for). */
@@ -209,7 +223,7 @@ export class WebhookWorkers {
       const endpoint = this.#endpoints.get(rentalId)
       if (stop.aborted || endpoint?.state !== 'enabled') return 'stopped'
       const at = this.#now()
-      const outcome = await sendWebhook(this.#o, endpoint.url, webhookId, body, at)
+      const outcome = await this.#bounded(() => sendWebhook(this.#o, endpoint.url, webhookId, body, at))
       this.#o.onAttempt?.(outcome.result)
       const attempts = pending.attempts + 1
       const base = { webhook_id: webhookId, event_id: eventIdOf(seq), attempt: attempts, attempted_at: new Date(at).toISOString(), result: outcome.result, status: outcome.status, error: outcome.error, duration_ms: outcome.durationMs }
@@ -239,6 +253,19 @@ export class WebhookWorkers {
       await state.addAttempt(rentalId, { ...base, next_attempt_at: new Date(nextAt).toISOString() })
       pending = { ...pending, attempts, next_at: nextAt }
       await state.setPending(rentalId, pending)
+    }
+  }
+
+  /** Runs `send` once fewer than maxConcurrent attempts are under way: a slot is held at most the attempt's timeout. */
+  async #bounded<T>(send: () => Promise<T>): Promise<T> {
+    if (this.#inFlight >= (this.#o.maxConcurrent ?? Infinity)) await new Promise<void>((resolve) => this.#waiting.push(resolve))
+    else this.#inFlight++
+    try {
+      return await send()
+    } finally {
+      const next = this.#waiting.shift()
+      if (next !== undefined) next()
+      else this.#inFlight--
     }
   }
 

@@ -159,6 +159,7 @@ t.test('a receiver that fails, times out, answers 429 with Retry-After, then rec
   const attempts = await s.state.attempts('rnt_test1')
   t.equal(attempts[attempts.length - 1]!.result, 'http_status')
   t.equal(attempts[attempts.length - 1]!.status, 500)
+  t.same(s.errors, [], 'no worker errors')
 })
 
 t.test('410 Gone disables the webhook; a redirect is a failure, not followed', async (t) => {
@@ -171,6 +172,7 @@ t.test('410 Gone disables the webhook; a redirect is a failure, not followed', a
   t.equal(endpoint?.disabled_reason, 'gone')
   t.same(s.results, ['redirect', 'gone'])
   t.equal(rx.got.length, 2, 'the redirect target was never called and nothing follows the 410')
+  t.same(s.errors, [], 'no worker errors')
 })
 
 t.test('an event failing past the retry window is dead-lettered and the next one is delivered', async (t) => {
@@ -185,6 +187,7 @@ t.test('an event failing past the retry window is dead-lettered and the next one
   t.equal(dead[0]!.event_id, '1')
   t.equal(dead[0]!.last_error, 'the receiver answered 500')
   t.ok(dead[0]!.attempts >= 2)
+  t.same(s.errors, [], 'no worker errors')
 })
 
 t.test('an endpoint failing without a success for the configured period is disabled and says so', async (t) => {
@@ -195,6 +198,7 @@ t.test('an endpoint failing without a success for the configured period is disab
   await until(async () => (await s.state.endpoint('rnt_test1'))?.state === 'disabled')
   t.equal((await s.state.endpoint('rnt_test1'))?.disabled_reason, 'failing')
   t.ok(rx.got.length >= 2)
+  t.same(s.errors, [], 'no worker errors')
 })
 
 t.test('a restarted worker resumes at the first event not delivered, with the same webhook-id', async (t) => {
@@ -212,4 +216,5 @@ t.test('a restarted worker resumes at the first event not delivered, with the sa
   t.equal(ids[0], ids[1], 'the retry after the restart carries the first webhook-id')
   t.same([...new Set(ids)].map((id) => id.split('_').pop()), ['1', '2'])
   t.equal((await s.state.pending('rnt_test1')), null)
+  t.same(s.errors, [], 'no worker errors')
 })
