@@ -12,6 +12,7 @@ import { Registry, RegistryFile } from './registry/index.js'
 import { ClickHouseReceiptStore, isReceiptStoreError, type ClickHouseTarget } from './receipts/index.js'
 import { Recorder } from './recorder/index.js'
 import { Rentals } from './rentals/index.js'
+import { Webhooks, webhookBucketLimits } from './delivery/index.js'
 import { NONCE_WINDOW_MS } from './schemas/index.js'
 
 export interface RunningService {
@@ -247,6 +248,22 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   const usageBucket = await steps.time('usage', () => openBucket('usage', KvUsageMeter.bucketLimits))
   const usage = new KvUsageMeter(usageBucket, { onWarning: (message, err) => logger.warn({ err }, message) })
 
+  // Renters' webhooks: endpoints, positions' retry state, attempts and dead letters on the key-value port.
+  const webhooksBucket = await steps.time('webhooks', () => openBucket('webhooks', webhookBucketLimits(config.RENTALS_MAX)))
+  const webhooks = await Webhooks.open({
+    dataDir,
+    bucket: webhooksBucket,
+    log: signalLog,
+    rental: (id) => rentals.get(id),
+    allowPrivateNetworks: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS === 'true',
+    retryWindowMs: config.WEBHOOK_RETRY_WINDOW_S * 1000,
+    retryFirstMs: config.WEBHOOK_RETRY_FIRST_MS,
+    disableAfterMs: config.WEBHOOK_DISABLE_AFTER_S * 1000,
+    maxConnections: config.WEBHOOK_CONCURRENCY,
+    keyOverlapMs: config.DELIVERY_KEY_OVERLAP_S * 1000,
+    onError: (err, rentalId) => logger.warn({ err, rental_id: rentalId }, 'webhook delivery loop failed; it starts again shortly'),
+  })
+
   const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
 
   // Listening before the rebuild, which takes seconds with a full dedup window: /healthz
@@ -263,6 +280,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     registry,
     rentals,
     receipts,
+    webhooks,
     statusCacheMs: config.STATUS_CACHE_MS,
     recorder,
     reads: {
@@ -343,6 +361,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         await registry.settle()
         // Its batch in flight written and acknowledged, before the log and the store close.
         await recorder.close().catch((err: unknown) => logger.warn({ err }, 'recorder did not stop cleanly; its last batch is recorded again at the next start'))
+        await webhooks.close()
         await rentals.close()
         // Nothing appends any more: the state to be taken over covers the log up to here.
         const mark = failed ? undefined : await pipeline.logMark().catch((err: unknown) => logger.warn({ err }, 'ingest state not saved: the log end is unreadable'))

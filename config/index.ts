@@ -59,6 +59,12 @@ const Env = {
   READ_RATE_TRACKED_MAX: { type: 'int', default: 100_000, min: 1000, max: 10_000_000, help: 'read allowances held in memory (about 150 bytes each); past it the least recently used is forgotten (it starts full again)' },
   EXPORT_CONCURRENT_PER_PRINCIPAL: { type: 'int', default: 2, min: 1, max: 64, help: 'receipt exports running at once per caller (role and subject); past it 429' },
   EXPORT_CONCURRENT_MAX: { type: 'int', default: 8, min: 1, max: 1024, help: 'receipt exports running at once in the process; past it 429' },
+  WEBHOOK_ALLOW_PRIVATE_NETWORKS: { type: 'enum', default: 'false', values: ['false', 'true'], help: 'true lets webhooks reach loopback, private and other non-public addresses and use plain http: for development and tests only' },
+  WEBHOOK_RETRY_WINDOW_S: { type: 'int', default: 86_400, min: 1, max: 30 * 86_400, help: 'how long after its first attempt a failing webhook delivery is still retried before it is dead-lettered (the last attempt starts after it; below 24 hours only for tests)' },
+  WEBHOOK_RETRY_FIRST_MS: { type: 'int', default: 5000, min: 1, max: 60_000, help: 'the first retry delay of a webhook delivery; the later ones scale with it (5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, then 8 h at the default)' },
+  WEBHOOK_DISABLE_AFTER_S: { type: 'int', default: 5 * 86_400, min: 1, max: 90 * 86_400, help: 'a webhook endpoint failing without a success for this long is disabled (the renter sets it again to resume)' },
+  WEBHOOK_CONCURRENCY: { type: 'int', default: 64, min: 1, max: 4096, help: 'webhook connections open at once, all endpoints together' },
+  DELIVERY_KEY_OVERLAP_S: { type: 'int', default: 7 * 86_400, min: 0, max: 90 * 86_400, help: 'after a delivery key rotation, how long the previous key keeps signing webhook deliveries next to the new one' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const
 
@@ -72,7 +78,7 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_']
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_', 'WEBHOOK_', 'DELIVERY_KEY']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to

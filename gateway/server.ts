@@ -4,6 +4,7 @@ import type { Logger } from 'pino'
 import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
 import type { Registry } from '../registry/index.js'
 import type { Rentals } from '../rentals/index.js'
+import type { Webhooks } from '../delivery/index.js'
 import type { ReceiptStore } from '../receipts/index.js'
 import { ConfigError } from '../config/index.js'
 import { ApiError, type RateCeiling, openApiDocument } from '../schemas/index.js'
@@ -15,6 +16,7 @@ import { registerDisputeRoutes } from './control/dispute-routes.js'
 import { registerKeyRoutes } from './control/key-routes.js'
 import { registerSourceLifecycleRoutes } from './control/source-lifecycle-routes.js'
 import { registerRentalRoutes } from './control/rental-routes.js'
+import { registerWebhookRoutes } from './control/webhook-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
 import { registerScoringRoutes } from './control/scoring-routes.js'
 import { registerSourceStatusRoute } from './control/source-status-route.js'
@@ -29,6 +31,7 @@ import { ClientAddresses } from './client-address.js'
 import { Metrics } from './metrics.js'
 import { registerMetricsRoute } from './metrics-route.js'
 import { registerRecorderMetrics, type RecorderReadings } from './recorder-metrics.js'
+import { registerWebhookMetrics } from './webhook-metrics.js'
 import { ProvenAddresses } from './proven-addresses.js'
 
 export interface GatewayOptions {
@@ -47,6 +50,8 @@ export interface GatewayOptions {
   readonly rentals: Rentals
   /** Receipts: read by the receipts API, written by the recorder. */
   readonly receipts: ReceiptStore
+  /** Renters' webhooks and the delivery keys; absent when no delivery runs in this process. */
+  readonly webhooks?: Webhooks
   /** How long a source's public status keeps its receipt figures (STATUS_CACHE_MS). */
   readonly statusCacheMs: number
   /** The recorder, for its metrics and its detail in /readyz; absent when none runs in this process. */
@@ -108,6 +113,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     provenAddresses: () => provenAddresses.size,
   })
   if (options.recorder !== undefined) registerRecorderMetrics(metrics.registry, options.recorder)
+  if (options.webhooks !== undefined) registerWebhookMetrics(metrics.registry, options.webhooks)
   const summary = setInterval(() => {
     const refusals = metrics.refusalsSinceLastSummary()
     if (Object.keys(refusals).length > 0) options.logger.info({ refusals }, 'ingest refusals in the last minute')
@@ -146,6 +152,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerKeyRoutes(parts, () => options.pipeline.settled())
   registerIngestErrorsRoute(parts, options.errors)
   registerRentalRoutes(parts, options.rentals)
+  if (options.webhooks !== undefined) registerWebhookRoutes(parts, options.rentals, options.webhooks)
   registerScoringRoutes(parts, options.receipts, Date.now)
   registerSourceStatusRoute(parts, { receipts: options.receipts, cacheMs: options.statusCacheMs, now: Date.now, logger: options.logger })
   registerReadRoutes(parts, { ...options.reads, receipts: options.receipts, rentals: options.rentals, clientAddresses, logger: options.logger })

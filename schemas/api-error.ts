@@ -29,6 +29,7 @@ export const ERROR_STATUS = {
   invalid_request: 400,
   invalid_manifest: 400,
   invalid_public_key: 400,
+  invalid_webhook_url: 400,
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,

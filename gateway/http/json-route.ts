@@ -102,12 +102,14 @@ const clip = (path: string) => (path.length <= MAX_LOGGED_PATH ? path : `${path.
  */
 export function jsonRoute(
   parts: JsonRoutesParts,
-  method: 'get' | 'post' | 'patch',
+  method: 'get' | 'post' | 'patch' | 'put' | 'del',
   pattern: string,
   options: RouteOptions,
   handler: (ctx: RouteContext) => Promise<RouteResult> | RouteResult,
 ): void {
   const paramCount = (pattern.match(/:/g) ?? []).length
+  // uWS names DELETE `del`.
+  const httpMethod = method === 'del' ? 'DELETE' : method.toUpperCase()
   // POST and PATCH carry bodies; GET (and its HEAD) does not.
   const takesBody = method !== 'get'
   const maxBody = options.maxBodyBytes ?? MAX_CONTROL_BODY_BYTES
@@ -126,7 +128,7 @@ export function jsonRoute(
     // the gateway accepts. Requests with no valid token only at debug, so that anyone's junk
     // cannot become a flood of log lines.
     const logged = () =>
-      parts.logger[role === undefined ? 'debug' : 'info']({ request_id: reply.requestId, method: method === 'get' && reply.head ? 'HEAD' : method.toUpperCase(), path, status: reply.status, role }, 'control request')
+      parts.logger[role === undefined ? 'debug' : 'info']({ request_id: reply.requestId, method: method === 'get' && reply.head ? 'HEAD' : httpMethod, path, status: reply.status, role }, 'control request')
     const fail = (err: unknown, close = false) => {
       if (err instanceof ApiError) {
         reply.fail(err, close)
@@ -204,7 +206,7 @@ export function jsonRoute(
     }
   }
   if (method === 'get') return getRoute(parts, pattern, handle)
-  noteMethods(parts, pattern, method.toUpperCase())
+  noteMethods(parts, pattern, httpMethod)
   route(parts.app, method, pattern, parts.logger, handle)
 }
 

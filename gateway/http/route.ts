@@ -13,7 +13,7 @@ export type RouteHandler = (reply: Reply, req: HttpRequest, res: HttpResponse) =
  * is logged and answered `500 internal_error` for that request alone, and the
  * connection closed, since the handler may have left the body unread.
  */
-export function route(app: TemplatedApp, method: 'get' | 'head' | 'post' | 'patch' | 'any', pattern: string, logger: Logger, handler: RouteHandler): void {
+export function route(app: TemplatedApp, method: 'get' | 'head' | 'post' | 'patch' | 'put' | 'del' | 'any', pattern: string, logger: Logger, handler: RouteHandler): void {
   app[method](pattern, (res: HttpResponse, req: HttpRequest) => {
     const head = method === 'head' || (method === 'any' && req.getMethod() === 'head')
     const reply = new Reply(res, nextRequestId(), head)

@@ -1,0 +1,29 @@
+import { decodeSignalRecord, type LogRecord } from '../../pipeline/index.js'
+import { isActive, type RentalRecord } from '../../rentals/index.js'
+import { signalAcceptedEvent } from '../signal-event.js'
+
+/** The event id of the log record `seq`: the decimal sequence (the SSE id and polling cursor derive from the same). */
+export function eventIdOf(seq: number): string {
+  return String(seq)
+}
+
+/** The `webhook-id` of an event for a rental: the same on every retry and re-send of it. */
+export function webhookIdOf(rentalId: string, seq: number): string {
+  return `msg_${rentalId}_${eventIdOf(seq)}`
+}
+
+/** The webhook body of a log record for a rental, or undefined when the rental does not receive it (test signal, outside its active time, another source). */
+export function webhookEventOf(record: LogRecord, rental: RentalRecord): Record<string, unknown> | undefined {
+  let signal
+  try {
+    signal = decodeSignalRecord(record.data)
+  } catch {
+    return undefined
+  }
+  if (signal.source_id !== rental.source_id) return undefined
+  if (!isActive(rental, Date.parse(signal.received_at))) return undefined
+  const event = signalAcceptedEvent(signal, rental.rental_id)
+  if (event === undefined) return undefined
+  const { event: name, ...fields } = event
+  return { event: name, event_id: eventIdOf(record.seq), ...fields }
+}

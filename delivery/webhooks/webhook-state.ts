@@ -1,0 +1,170 @@
+import { isKvError, type KvBucket, type KvBucketLimits, type KvWatcher } from '../../storage/index.js'
+
+/**
+ * Webhook delivery state on the key-value port (bucket `webhooks`), so a NATS KV bucket
+ * can hold it for several delivery processes: the endpoint of each rental, the event
+ * being retried, the recent attempts, the dead letters and the re-sends asked for.
+ * Read-modify-writes go through `update` with the revision read, never a check and a
+ * write in one turn of the loop.
+ */
+
+export interface WebhookEndpoint {
+  readonly rental_id: string
+  readonly url: string
+  /** The first log seq this endpoint receives: the log's next seq when it was first set. */
+  readonly start_seq: number
+  readonly created_at: string
+  readonly updated_at: string
+  readonly state: 'enabled' | 'disabled'
+  /** `gone`: the receiver answered 410. `failing`: no success for WEBHOOK_DISABLE_AFTER_S. */
+  readonly disabled_reason: 'gone' | 'failing' | null
+  readonly disabled_at: string | null
+  readonly last_success_at: string | null
+  /** The first failure since the last success; null while the endpoint succeeds. */
+  readonly failing_since: string | null
+}
+
+/** The event being delivered, kept so a restart resumes its retries (same webhook-id, same window). */
+export interface PendingDelivery {
+  readonly seq: number
+  readonly first_attempt_at: number
+  readonly attempts: number
+  readonly next_at: number
+}
+
+export interface DeliveryAttempt {
+  readonly webhook_id: string
+  readonly event_id: string
+  readonly attempt: number
+  readonly attempted_at: string
+  /** `delivered`, or why it failed: `http_status`, `redirect`, `gone`, `timeout`, `refused_address`, `connection`. */
+  readonly result: string
+  /** The receiver's HTTP status, null when there was no answer. */
+  readonly status: number | null
+  readonly error: string | null
+  readonly duration_ms: number
+  /** When the next attempt is due, null if none follows. */
+  readonly next_attempt_at: string | null
+}
+
+export interface DeadLetter {
+  readonly webhook_id: string
+  readonly event_id: string
+  readonly seq: number
+  readonly dead_at: string
+  readonly attempts: number
+  readonly last_error: string | null
+}
+
+export const WEBHOOK_STATE_LIMITS = {
+  /** Attempts kept per rental, newest first (older ones are dropped). */
+  attemptsPerRental: 100,
+  /** Dead letters kept per rental, newest first. */
+  deadLettersPerRental: 200,
+  /** Event seqs waiting to be re-sent per rental. */
+  resendsPerRental: 10_000,
+} as const
+
+export function webhookBucketLimits(maxRentals: number): KvBucketLimits {
+  // Five keys per rental at most; a re-send list of 10,000 seqs is about 120 KB.
+  return { maxKeys: maxRentals * 5, maxValueBytes: 512 * 1024 }
+}
+
+const encode = (v: unknown) => Buffer.from(JSON.stringify(v))
+const decode = <T>(bytes: Uint8Array): T => JSON.parse(Buffer.from(bytes).toString('utf8')) as T
+
+export class WebhookState {
+  readonly #bucket: KvBucket
+
+  constructor(bucket: KvBucket) {
+    this.#bucket = bucket
+  }
+
+  async #get<T>(key: string): Promise<{ value: T; revision: number } | null> {
+    const entry = await this.#bucket.get(key)
+    return entry === null ? null : { value: decode<T>(entry.value), revision: entry.revision }
+  }
+
+  /** Applies `change` to the key's value with an expected revision, reading again after a concurrent write. */
+  async #modify<T>(key: string, change: (current: T | null) => T | null): Promise<T | null> {
+    for (;;) {
+      const current = await this.#get<T>(key)
+      const next = change(current?.value ?? null)
+      try {
+        if (next === null) {
+          if (current !== null) await this.#bucket.delete(key, { revision: current.revision })
+        } else if (current === null) await this.#bucket.create(key, encode(next))
+        else await this.#bucket.update(key, encode(next), current.revision)
+        return next
+      } catch (err) {
+        if (!isKvError(err, 'wrong_revision') && !isKvError(err, 'exists')) throw err
+      }
+    }
+  }
+
+  async endpoint(rentalId: string): Promise<WebhookEndpoint | null> {
+    return (await this.#get<WebhookEndpoint>(`endpoint.${rentalId}`))?.value ?? null
+  }
+
+  modifyEndpoint(rentalId: string, change: (current: WebhookEndpoint | null) => WebhookEndpoint | null): Promise<WebhookEndpoint | null> {
+    return this.#modify(`endpoint.${rentalId}`, change)
+  }
+
+  /** Removes the endpoint and everything delivery kept for it. */
+  async removeEndpoint(rentalId: string): Promise<void> {
+    for (const kind of ['endpoint', 'pending', 'attempts', 'dead', 'resend']) await this.#bucket.delete(`${kind}.${rentalId}`)
+  }
+
+  /** Every endpoint now, then each change: a process keeps its workers in step with every process's writes. */
+  watchEndpoints(): KvWatcher {
+    return this.#bucket.watch({ key: 'endpoint.>' })
+  }
+
+  async pending(rentalId: string): Promise<PendingDelivery | null> {
+    return (await this.#get<PendingDelivery>(`pending.${rentalId}`))?.value ?? null
+  }
+
+  async setPending(rentalId: string, pending: PendingDelivery | null): Promise<void> {
+    if (pending === null) await this.#bucket.delete(`pending.${rentalId}`)
+    else await this.#bucket.put(`pending.${rentalId}`, encode(pending))
+  }
+
+  async addAttempt(rentalId: string, attempt: DeliveryAttempt): Promise<void> {
+    await this.#modify<DeliveryAttempt[]>(`attempts.${rentalId}`, (list) => [attempt, ...(list ?? [])].slice(0, WEBHOOK_STATE_LIMITS.attemptsPerRental))
+  }
+
+  async attempts(rentalId: string): Promise<DeliveryAttempt[]> {
+    return (await this.#get<DeliveryAttempt[]>(`attempts.${rentalId}`))?.value ?? []
+  }
+
+  async addDeadLetter(rentalId: string, letter: DeadLetter): Promise<void> {
+    await this.#modify<DeadLetter[]>(`dead.${rentalId}`, (list) => [letter, ...(list ?? []).filter((l) => l.seq !== letter.seq)].slice(0, WEBHOOK_STATE_LIMITS.deadLettersPerRental))
+  }
+
+  async deadLetters(rentalId: string): Promise<DeadLetter[]> {
+    return (await this.#get<DeadLetter[]>(`dead.${rentalId}`))?.value ?? []
+  }
+
+  /** Queues seqs to be sent again; false when the queue would pass its bound. */
+  async requestResend(rentalId: string, seqs: readonly number[]): Promise<boolean> {
+    let fits = true
+    await this.#modify<number[]>(`resend.${rentalId}`, (list) => {
+      const merged = [...new Set([...(list ?? []), ...seqs])].sort((a, b) => a - b)
+      fits = merged.length <= WEBHOOK_STATE_LIMITS.resendsPerRental
+      return fits ? merged : list
+    })
+    return fits
+  }
+
+  /** The oldest seq waiting to be re-sent, if any. */
+  async nextResend(rentalId: string): Promise<number | undefined> {
+    return (await this.#get<number[]>(`resend.${rentalId}`))?.value[0]
+  }
+
+  async resent(rentalId: string, seq: number): Promise<void> {
+    await this.#modify<number[]>(`resend.${rentalId}`, (list) => {
+      const rest = (list ?? []).filter((s) => s !== seq)
+      return rest.length === 0 ? null : rest
+    })
+  }
+}

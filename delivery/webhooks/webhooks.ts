@@ -1,0 +1,203 @@
+import { randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import { Agent } from 'undici'
+import type { SignalLog } from '../../pipeline/index.js'
+import type { RentalRecord } from '../../rentals/index.js'
+import type { KvBucket } from '../../storage/index.js'
+import { deliveryKeyFile } from './delivery-key-file.js'
+import { DeliveryKeys, type PublishedDeliveryKey } from './delivery-keys.js'
+import { guardedConnector } from './guarded-connector.js'
+import { RETRY_DELAYS_MS } from './retry-schedule.js'
+import { webhookEventOf } from './webhook-event.js'
+import { WEBHOOK_STATE_LIMITS, WebhookState, type DeadLetter, type DeliveryAttempt, type WebhookEndpoint } from './webhook-state.js'
+import { checkWebhookUrl, systemLookup, type HostLookup } from './webhook-url.js'
+import { sendWebhook, WebhookWorkers, type AttemptOutcome } from './webhook-worker.js'
+
+/** A delivery attempt's time limit, connection to answer. */
+export const WEBHOOK_TIMEOUT_MS = 10_000
+
+export interface WebhooksOptions {
+  readonly dataDir: string
+  readonly bucket: KvBucket
+  readonly log: SignalLog
+  readonly rental: (rentalId: string) => RentalRecord | undefined
+  readonly allowPrivateNetworks: boolean
+  readonly retryWindowMs: number
+  /** The first retry delay; the schedule keeps its shape (RETRY_DELAYS_MS at 5 s). */
+  readonly retryFirstMs: number
+  readonly disableAfterMs: number
+  readonly maxConnections: number
+  readonly keyOverlapMs: number
+  readonly lookup?: HostLookup
+  readonly timeoutMs?: number
+  readonly onAttempt?: (result: string) => void
+  readonly onDeadLetter?: () => void
+  readonly onError?: (err: unknown, rentalId: string) => void
+}
+
+/** Refusals the routes turn into API errors. */
+export class WebhookRequestError extends Error {
+  constructor(readonly code: 'not_found' | 'limit_exceeded', message: string) {
+    super(message)
+    this.name = 'WebhookRequestError'
+  }
+}
+
+/**
+ * Webhooks as the API sees them: endpoints set, read and removed by the renter, the
+ * delivery log, re-sends and test requests, and the delivery keys. The workers run in
+ * the same process and follow the endpoints through the store's watch.
+ */
+export class Webhooks {
+  readonly #o: WebhooksOptions
+  readonly #state: WebhookState
+  readonly #keys: DeliveryKeys
+  readonly #dispatcher: Agent
+  readonly #workers: WebhookWorkers
+  readonly #attempts = new Map<string, number>()
+  #deadLetters = 0
+
+  private constructor(o: WebhooksOptions, keys: DeliveryKeys) {
+    this.#o = o
+    this.#state = new WebhookState(o.bucket)
+    this.#keys = keys
+    const timeoutMs = o.timeoutMs ?? WEBHOOK_TIMEOUT_MS
+    // One connection per receiver at a time (deliveries of a rental go one by one), and a bound on all of them.
+    this.#dispatcher = new Agent({
+      connect: guardedConnector({ allowPrivate: o.allowPrivateNetworks, lookup: o.lookup ?? systemLookup, timeoutMs }),
+      connections: 1,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    })
+    const scale = o.retryFirstMs / RETRY_DELAYS_MS[0]!
+    this.#workers = new WebhookWorkers({
+      log: o.log,
+      state: this.#state,
+      keys,
+      rental: o.rental,
+      dispatcher: this.#dispatcher,
+      timeoutMs,
+      retryDelaysMs: RETRY_DELAYS_MS.map((d) => Math.round(d * scale)),
+      retryWindowMs: o.retryWindowMs,
+      disableAfterMs: o.disableAfterMs,
+      maxConcurrent: o.maxConnections,
+      onAttempt: (result) => {
+        this.#attempts.set(result, (this.#attempts.get(result) ?? 0) + 1)
+        o.onAttempt?.(result)
+      },
+      onDeadLetter: () => {
+        this.#deadLetters++
+        o.onDeadLetter?.()
+      },
+      ...(o.onError && { onError: o.onError }),
+    })
+  }
+
+  static async open(o: WebhooksOptions): Promise<Webhooks> {
+    const keys = await DeliveryKeys.open(deliveryKeyFile(join(o.dataDir, 'delivery-keys.json')))
+    const webhooks = new Webhooks(o, keys)
+    await webhooks.#workers.start()
+    return webhooks
+  }
+
+  #guard() {
+    return { allowPrivate: this.#o.allowPrivateNetworks, lookup: this.#o.lookup ?? systemLookup }
+  }
+
+  /** Sets (or replaces) the rental's endpoint; a disabled one is enabled again. Throws WebhookUrlError for a refused URL. */
+  async set(rental: RentalRecord, rawUrl: string): Promise<WebhookEndpoint> {
+    const url = await checkWebhookUrl(rawUrl, this.#guard())
+    const startSeq = (await this.#o.log.info()).lastSeq + 1
+    const at = new Date().toISOString()
+    const endpoint = await this.#state.modifyEndpoint(rental.rental_id, (current) => ({
+      rental_id: rental.rental_id,
+      url,
+      start_seq: current?.start_seq ?? startSeq,
+      created_at: current?.created_at ?? at,
+      updated_at: at,
+      state: 'enabled',
+      disabled_reason: null,
+      disabled_at: null,
+      last_success_at: current?.last_success_at ?? null,
+      failing_since: null,
+    }))
+    return endpoint!
+  }
+
+  get(rentalId: string): Promise<WebhookEndpoint | null> {
+    return this.#state.endpoint(rentalId)
+  }
+
+  /** Stops deliveries and forgets the endpoint, its attempts and its position. False if there was none. */
+  async remove(rentalId: string): Promise<boolean> {
+    if ((await this.#state.endpoint(rentalId)) === null) return false
+    await this.#state.modifyEndpoint(rentalId, () => null)
+    await this.#workers.stopped(rentalId)
+    await this.#state.removeEndpoint(rentalId)
+    await this.#o.log.deleteConsumer(`webhook-${rentalId}`).catch(() => false)
+    return true
+  }
+
+  async deliveries(rentalId: string): Promise<{ attempts: DeliveryAttempt[]; dead_letters: DeadLetter[] }> {
+    return { attempts: await this.#state.attempts(rentalId), dead_letters: await this.#state.deadLetters(rentalId) }
+  }
+
+  /** Sends one event again (same webhook-id); WebhookRequestError `not_found` if the rental never received it or the log no longer holds it. */
+  async resend(rental: RentalRecord, eventId: string): Promise<void> {
+    const seq = /^[1-9]\d{0,15}$/.test(eventId) ? Number(eventId) : undefined
+    const [record] = seq === undefined ? [] : await this.#o.log.read({ fromSeq: seq }, 1)
+    const endpoint = await this.#state.endpoint(rental.rental_id)
+    if (record === undefined || record.seq !== seq || endpoint === null || webhookEventOf(record, rental) === undefined) {
+      throw new WebhookRequestError('not_found', 'no such event for this rental')
+    }
+    if (!(await this.#state.requestResend(rental.rental_id, [seq!]))) throw new WebhookRequestError('limit_exceeded', `at most ${WEBHOOK_STATE_LIMITS.resendsPerRental} events wait to be re-sent`)
+    this.#workers.poke(rental.rental_id)
+  }
+
+  /** Sends again every event of the rental received at or after `since` (ms), up to the log's end now; returns how many. */
+  async resendSince(rental: RentalRecord, since: number): Promise<number> {
+    const { lastSeq } = await this.#o.log.info()
+    const seqs: number[] = []
+    for (let batch = await this.#o.log.read({ fromTime: since }, 4096); batch.length > 0; ) {
+      for (const record of batch) {
+        if (record.seq > lastSeq) break
+        if (webhookEventOf(record, rental) !== undefined) seqs.push(record.seq)
+        if (seqs.length > WEBHOOK_STATE_LIMITS.resendsPerRental) throw new WebhookRequestError('limit_exceeded', `at most ${WEBHOOK_STATE_LIMITS.resendsPerRental} events can be re-sent at once; choose a later time`)
+      }
+      const last = batch[batch.length - 1]!.seq
+      batch = last >= lastSeq ? [] : await this.#o.log.read({ fromSeq: last + 1 }, 4096)
+    }
+    if (seqs.length > 0 && !(await this.#state.requestResend(rental.rental_id, seqs))) throw new WebhookRequestError('limit_exceeded', `at most ${WEBHOOK_STATE_LIMITS.resendsPerRental} events wait to be re-sent`)
+    this.#workers.poke(rental.rental_id)
+    return seqs.length
+  }
+
+  /** Sends a signed `byo.webhook.test` event to the endpoint now and tells what came back. */
+  async test(rental: RentalRecord): Promise<AttemptOutcome & { webhook_id: string }> {
+    const endpoint = await this.#state.endpoint(rental.rental_id)
+    if (endpoint === null) throw new WebhookRequestError('not_found', 'this rental has no webhook')
+    const webhookId = `msg_test_${randomBytes(12).toString('hex')}`
+    const at = Date.now()
+    const body = JSON.stringify({ event: 'byo.webhook.test', event_id: webhookId, rental_id: rental.rental_id, source_id: rental.source_id, sent_at: new Date(at).toISOString() })
+    const outcome = await sendWebhook({ dispatcher: this.#dispatcher, keys: this.#keys, timeoutMs: this.#o.timeoutMs ?? WEBHOOK_TIMEOUT_MS }, endpoint.url, webhookId, body, at)
+    return { ...outcome, webhook_id: webhookId }
+  }
+
+  /** Attempts by result and dead letters since the start, for the metrics. */
+  counts(): { attempts: ReadonlyMap<string, number>; deadLetters: number } {
+    return { attempts: this.#attempts, deadLetters: this.#deadLetters }
+  }
+
+  deliveryKeys(): PublishedDeliveryKey[] {
+    return this.#keys.published()
+  }
+
+  rotateDeliveryKeys(): Promise<PublishedDeliveryKey[]> {
+    return this.#keys.rotate(this.#o.keyOverlapMs)
+  }
+
+  async close(): Promise<void> {
+    await this.#workers.close()
+    await this.#dispatcher.close()
+  }
+}

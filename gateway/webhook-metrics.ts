@@ -1,0 +1,25 @@
+import { Counter, type Registry } from 'prom-client'
+import type { Webhooks } from '../delivery/index.js'
+
+/** Webhook delivery metrics, read from the workers' running counts when scraped. */
+export function registerWebhookMetrics(registry: Registry, webhooks: Webhooks): void {
+  new Counter({
+    name: 'sgw_webhook_attempts_total',
+    help: 'Webhook delivery attempts by result: delivered, http_status, redirect, gone, timeout, refused_address, connection.',
+    labelNames: ['result'],
+    registers: [registry],
+    collect(this: Counter<'result'>) {
+      this.reset()
+      for (const [result, count] of webhooks.counts().attempts) this.inc({ result }, count)
+    },
+  })
+  new Counter({
+    name: 'sgw_webhook_dead_letters_total',
+    help: 'Webhook events dead-lettered after failing for the whole retry window.',
+    registers: [registry],
+    collect(this: Counter) {
+      this.reset()
+      this.inc(webhooks.counts().deadLetters)
+    },
+  })
+}

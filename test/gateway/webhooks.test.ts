@@ -1,0 +1,109 @@
+import { verify } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import t from 'tap'
+import { publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
+import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
+import { call, payload, provision, push } from '../helpers/api.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
+
+async function renter(gw: LaunchedGateway, subject: string) {
+  const res = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject } })
+  return { token: res.body.data.token as string, subject }
+}
+
+const until = async (what: () => boolean, ms = 20_000) => {
+  const end = Date.now() + ms
+  while (!what()) {
+    if (Date.now() > end) throw new Error('timed out waiting')
+    await new Promise((r) => setTimeout(r, 25))
+  }
+}
+
+t.test('webhooks through the gateway', async (t) => {
+  const got: { id: string; ts: string; sig: string; body: string }[] = []
+  const server = createServer((req, res) => {
+    let body = ''
+    req.on('data', (c: Buffer) => (body += c.toString()))
+    req.on('end', () => {
+      got.push({ id: String(req.headers['webhook-id']), ts: String(req.headers['webhook-timestamp']), sig: String(req.headers['webhook-signature']), body })
+      res.writeHead(200).end()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
+  const hook = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`
+
+  const strict = await startTestGateway(t)
+  const open = await startTestGateway(t, { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' } })
+
+  t.test('a loopback or plain-http URL is refused with 400 invalid_webhook_url saying why, unless private networks are allowed', async (t) => {
+    const src = await provision(strict)
+    const alice = await renter(strict, 'renter:alice')
+    const rental = (await call(strict.url, 'POST', '/v1/admin/rentals', { token: strict.adminToken, body: { renter_id: alice.subject, source_id: src.sourceId } })).body.data
+    for (const [url, why] of [[hook, /must use https/], ['https://127.0.0.1/x', /loopback/], ['https://2130706433/x', /loopback/], ['https://[::ffff:169.254.169.254]/', /metadata/], ['https://10.0.0.1/', /private/]] as const) {
+      const res = await call(strict.url, 'PUT', `/v1/rentals/${rental.rental_id}/webhook`, { token: alice.token, body: { url } })
+      t.equal(res.status, 400, url)
+      t.equal(res.body.error.code, 'invalid_webhook_url')
+      t.match(res.body.error.message, why)
+    }
+    const bad = await call(strict.url, 'PUT', `/v1/rentals/${rental.rental_id}/webhook`, { token: alice.token, body: { url: 'https://a.example', extra: 1 } })
+    t.equal(bad.status, 400)
+    t.equal(bad.body.error.code, 'invalid_request')
+  })
+
+  t.test('a renter sets, reads, tests and removes its webhook; deliveries are signed with the published key; another renter gets 404', async (t) => {
+    const src = await provision(open)
+    const alice = await renter(open, 'renter:alice')
+    const bob = await renter(open, 'renter:bob')
+    const rental = (await call(open.url, 'POST', '/v1/admin/rentals', { token: open.adminToken, body: { renter_id: alice.subject, source_id: src.sourceId } })).body.data
+    const path = `/v1/rentals/${rental.rental_id}/webhook`
+    t.equal((await call(open.url, 'GET', path, { token: alice.token })).status, 404, 'no webhook yet')
+    const set = await call(open.url, 'PUT', path, { token: alice.token, body: { url: hook } })
+    t.equal(set.status, 200)
+    t.match(set.body.data, { rental_id: rental.rental_id, url: hook, state: 'enabled' })
+    t.equal((await call(open.url, 'GET', path, { token: alice.token })).body.data.url, hook)
+    for (const method of ['GET', 'PUT', 'DELETE']) {
+      const res = await call(open.url, method, path, { token: bob.token, ...(method === 'PUT' && { body: { url: hook } }) })
+      t.equal(res.status, 404, `another renter: ${method}`)
+    }
+
+    const keys = await call(open.url, 'GET', '/v1/delivery-keys')
+    t.equal(keys.status, 200)
+    const whpk = keys.body.data[0].public_key as string
+    t.match(whpk, /^whpk_[A-Za-z0-9+/]{43}=$/)
+
+    const test = await call(open.url, 'POST', `${path}/test`, { token: alice.token })
+    t.match(test.body.data, { result: 'delivered', status: 200 })
+    t.equal(JSON.parse(got.at(-1)!.body).event, 'byo.webhook.test')
+
+    for (let i = 0; i < 3; i++) t.equal((await push(open, src.sign(payload(src.sourceId)))).status, 202)
+    await until(() => got.filter((g) => JSON.parse(g.body).event === 'byo.signal.accepted').length >= 3)
+    const events = got.filter((g) => JSON.parse(g.body).event === 'byo.signal.accepted')
+    for (const g of got) {
+      const [v, sig] = g.sig.split(',')
+      t.equal(v, 'v1a')
+      t.ok(verify(null, signedContent(g.id, Number(g.ts), g.body), publicKeyOf(whpk), Buffer.from(sig!, 'base64')), `signature of ${g.id} verifies`)
+    }
+    const seqs = events.map((g) => Number(JSON.parse(g.body).event_id))
+    t.same(seqs, [...seqs].sort((a, b) => a - b), 'in log order')
+
+    const deliveries = await call(open.url, 'GET', `${path}/deliveries`, { token: alice.token })
+    t.equal(deliveries.body.data.attempts.length, 3)
+    t.ok(deliveries.body.data.attempts.every((a: { result: string }) => a.result === 'delivered'))
+
+    const resend = await call(open.url, 'POST', `${path}/deliveries/${seqs[0]}/resend`, { token: alice.token })
+    t.equal(resend.status, 200)
+    await until(() => got.filter((g) => g.id === events[0]!.id).length === 2)
+    t.equal((await call(open.url, 'POST', `${path}/deliveries/999999/resend`, { token: alice.token })).status, 404)
+    const since = await call(open.url, 'POST', `${path}/resend`, { token: alice.token, body: { since: new Date(Date.now() - 60_000).toISOString() } })
+    t.same(since.body.data, { queued: 3 })
+
+    const rotated = await call(open.url, 'POST', '/v1/admin/delivery-keys/rotate', { token: open.adminToken })
+    t.same(rotated.body.data.map((k: { state: string }) => k.state), ['retiring', 'active'])
+    t.equal((await call(open.url, 'POST', '/v1/admin/delivery-keys/rotate', { token: alice.token })).status, 403)
+
+    t.equal((await call(open.url, 'DELETE', path, { token: alice.token })).status, 200)
+    t.equal((await call(open.url, 'GET', path, { token: alice.token })).status, 404)
+  })
+})
