@@ -182,7 +182,7 @@ export async function revokedKey(registry: Registry, sourceId: string): Promise<
 }
 
 /** Polls `check` every 20 ms until it holds, or fails after `ms`. */
-export async function until(what: string, check: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
+export async function until(what: string, check: () => boolean | Promise<boolean>, ms = 45_000): Promise<void> {
   const deadline = Date.now() + ms
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`)
