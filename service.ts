@@ -12,6 +12,7 @@ import { Registry, RegistryFile } from './registry/index.js'
 import { ClickHouseReceiptStore, isReceiptStoreError, type ClickHouseTarget } from './receipts/index.js'
 import { Recorder } from './recorder/index.js'
 import { Rentals } from './rentals/index.js'
+import { LiveTail, MemoryTicketStore, StreamHub } from './delivery/index.js'
 import { NONCE_WINDOW_MS } from './schemas/index.js'
 
 export interface RunningService {
@@ -247,6 +248,10 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   const usageBucket = await steps.time('usage', () => openBucket('usage', KvUsageMeter.bucketLimits))
   const usage = new KvUsageMeter(usageBucket, { onWarning: (message, err) => logger.warn({ err }, message) })
 
+  // One tail of the log feeds every rental event stream of this process.
+  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
+  const hub = new StreamHub({ log: signalLog, tail, rentals, registry, maxPerRental: config.STREAM_MAX_PER_RENTAL, endSettleMs: config.STREAM_END_SETTLE_MS })
+
   const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
 
   // Listening before the rebuild, which takes seconds with a full dedup window: /healthz
@@ -271,6 +276,17 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       exportsPerCaller: config.EXPORT_CONCURRENT_PER_PRINCIPAL,
       exportsMax: config.EXPORT_CONCURRENT_MAX,
       meter: usage,
+    },
+    streams: {
+      hub,
+      rentals,
+      log: signalLog,
+      tickets: new MemoryTicketStore(),
+      ticketTtlMs: config.STREAM_TICKET_TTL_MS,
+      heartbeatMs: config.STREAM_HEARTBEAT_MS,
+      retryMs: config.STREAM_RETRY_MS,
+      bufferBytes: config.STREAM_BUFFER_BYTES,
+      endSettleMs: config.STREAM_END_SETTLE_MS,
     },
     pipeline,
     pool,
@@ -343,6 +359,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         await registry.settle()
         // Its batch in flight written and acknowledged, before the log and the store close.
         await recorder.close().catch((err: unknown) => logger.warn({ err }, 'recorder did not stop cleanly; its last batch is recorded again at the next start'))
+        hub.close()
+        await tail.close()
         await rentals.close()
         // Nothing appends any more: the state to be taken over covers the log up to here.
         const mark = failed ? undefined : await pipeline.logMark().catch((err: unknown) => logger.warn({ err }, 'ingest state not saved: the log end is unreadable'))

@@ -59,6 +59,12 @@ const Env = {
   READ_RATE_TRACKED_MAX: { type: 'int', default: 100_000, min: 1000, max: 10_000_000, help: 'read allowances held in memory (about 150 bytes each); past it the least recently used is forgotten (it starts full again)' },
   EXPORT_CONCURRENT_PER_PRINCIPAL: { type: 'int', default: 2, min: 1, max: 64, help: 'receipt exports running at once per caller (role and subject); past it 429' },
   EXPORT_CONCURRENT_MAX: { type: 'int', default: 8, min: 1, max: 1024, help: 'receipt exports running at once in the process; past it 429' },
+  STREAM_MAX_PER_RENTAL: { type: 'int', default: 5, min: 1, max: 1000, help: 'event streams (SSE) open at once per rental in a process; the next gets 429 with Retry-After' },
+  STREAM_HEARTBEAT_MS: { type: 'int', default: 15_000, min: 100, max: 300_000, help: 'period of the comment line (": ping") each open event stream gets' },
+  STREAM_RETRY_MS: { type: 'int', default: 3000, min: 0, max: 600_000, help: 'the reconnection delay (SSE retry:) streams tell their clients' },
+  STREAM_BUFFER_BYTES: { type: 'int', default: 1024 * 1024, min: 16 * 1024, max: 256 * 1024 * 1024, help: 'bytes of events one stream may have waiting for a slow reader; past it the stream is disconnected (the client resumes from its last event id)' },
+  STREAM_TICKET_TTL_MS: { type: 'int', default: 60_000, min: 1000, max: 3_600_000, help: 'how long a stream ticket (POST /v1/rentals/:id/stream-tickets) stays valid; each is good for one stream' },
+  STREAM_END_SETTLE_MS: { type: 'int', default: 2000, min: 0, max: 120_000, help: 'how long after a rental ends its streams and polls wait before byo.rental.ended, for signals received before the end whose append lands just after it' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const
 
@@ -72,7 +78,7 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_']
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_', 'STREAM_']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to
