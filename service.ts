@@ -13,6 +13,7 @@ import { ClickHouseReceiptStore, isReceiptStoreError, type ClickHouseTarget } fr
 import { Recorder } from './recorder/index.js'
 import { Rentals } from './rentals/index.js'
 import { Webhooks, webhookBucketLimits } from './delivery/index.js'
+import { LiveTail, MemoryTicketStore, StreamHub } from './delivery/index.js'
 import { NONCE_WINDOW_MS } from './schemas/index.js'
 
 export interface RunningService {
@@ -263,6 +264,9 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     keyOverlapMs: config.DELIVERY_KEY_OVERLAP_S * 1000,
     onError: (err, rentalId) => logger.warn({ err, rental_id: rentalId }, 'webhook delivery loop failed; it starts again shortly'),
   })
+  // One tail of the log feeds every rental event stream of this process.
+  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
+  const hub = new StreamHub({ log: signalLog, tail, rentals, registry, maxPerRental: config.STREAM_MAX_PER_RENTAL, endSettleMs: config.STREAM_END_SETTLE_MS })
 
   const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
 
@@ -289,6 +293,17 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       exportsPerCaller: config.EXPORT_CONCURRENT_PER_PRINCIPAL,
       exportsMax: config.EXPORT_CONCURRENT_MAX,
       meter: usage,
+    },
+    streams: {
+      hub,
+      rentals,
+      log: signalLog,
+      tickets: new MemoryTicketStore(),
+      ticketTtlMs: config.STREAM_TICKET_TTL_MS,
+      heartbeatMs: config.STREAM_HEARTBEAT_MS,
+      retryMs: config.STREAM_RETRY_MS,
+      bufferBytes: config.STREAM_BUFFER_BYTES,
+      endSettleMs: config.STREAM_END_SETTLE_MS,
     },
     pipeline,
     pool,
@@ -362,6 +377,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         // Its batch in flight written and acknowledged, before the log and the store close.
         await recorder.close().catch((err: unknown) => logger.warn({ err }, 'recorder did not stop cleanly; its last batch is recorded again at the next start'))
         await webhooks.close()
+        hub.close()
+        await tail.close()
         await rentals.close()
         // Nothing appends any more: the state to be taken over covers the log up to here.
         const mark = failed ? undefined : await pipeline.logMark().catch((err: unknown) => logger.warn({ err }, 'ingest state not saved: the log end is unreadable'))

@@ -65,6 +65,12 @@ const Env = {
   WEBHOOK_DISABLE_AFTER_S: { type: 'int', default: 5 * 86_400, min: 1, max: 90 * 86_400, help: 'a webhook endpoint failing without a success for this long is disabled (the renter sets it again to resume)' },
   WEBHOOK_CONCURRENCY: { type: 'int', default: 64, min: 1, max: 4096, help: 'webhook connections open at once, all endpoints together' },
   DELIVERY_KEY_OVERLAP_S: { type: 'int', default: 7 * 86_400, min: 0, max: 90 * 86_400, help: 'after a delivery key rotation, how long the previous key keeps signing webhook deliveries next to the new one' },
+  STREAM_MAX_PER_RENTAL: { type: 'int', default: 5, min: 1, max: 1000, help: 'event streams (SSE) open at once per rental in a process; the next gets 429 with Retry-After' },
+  STREAM_HEARTBEAT_MS: { type: 'int', default: 15_000, min: 100, max: 300_000, help: 'period of the comment line (": ping") each open event stream gets' },
+  STREAM_RETRY_MS: { type: 'int', default: 3000, min: 0, max: 600_000, help: 'the reconnection delay (SSE retry:) streams tell their clients' },
+  STREAM_BUFFER_BYTES: { type: 'int', default: 1024 * 1024, min: 16 * 1024, max: 256 * 1024 * 1024, help: 'bytes of events one stream may have waiting for a slow reader; past it the stream is disconnected (the client resumes from its last event id)' },
+  STREAM_TICKET_TTL_MS: { type: 'int', default: 60_000, min: 1000, max: 3_600_000, help: 'how long a stream ticket (POST /v1/rentals/:id/stream-tickets) stays valid; each is good for one stream' },
+  STREAM_END_SETTLE_MS: { type: 'int', default: 2000, min: 0, max: 120_000, help: 'how long after a rental ends its streams and polls wait before byo.rental.ended, for signals received before the end whose append lands just after it' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const
 
@@ -78,7 +84,7 @@ export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_', 'WEBHOOK_', 'DELIVERY_KEY']
+const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_', 'WEBHOOK_', 'DELIVERY_KEY', 'STREAM_']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to

@@ -1,5 +1,8 @@
-import type { SignalRecord } from '../pipeline/index.js'
-import type { SignalAcceptedEvent } from '../schemas/index.js'
+import type { LogRecord, SignalRecord } from '../pipeline/index.js'
+import { decodeSignalRecord } from '../pipeline/index.js'
+import { isActive, type RentalRecord } from '../rentals/index.js'
+import type { RentalEndedEvent, SignalAcceptedEvent } from '../schemas/index.js'
+import { endedEventId, signalEventId } from './event-id.js'
 
 /**
  * The renter-facing event for one logged signal, or undefined when the signal must not
@@ -7,10 +10,11 @@ import type { SignalAcceptedEvent } from '../schemas/index.js'
  * carries the normalised fields only; renters never see the raw body, the signature,
  * the nonce or the key id (spec 5.4).
  */
-export function signalAcceptedEvent(record: SignalRecord, rentalId: string): SignalAcceptedEvent | undefined {
+export function signalAcceptedEvent(record: SignalRecord, rentalId: string, seq: number): SignalAcceptedEvent | undefined {
   if (record.test) return undefined
   return {
     event: 'byo.signal.accepted',
+    event_id: signalEventId(seq),
     rental_id: rentalId,
     source_id: record.source_id,
     signal_id: record.signal_id,
@@ -18,5 +22,41 @@ export function signalAcceptedEvent(record: SignalRecord, rentalId: string): Sig
     severity: record.severity,
     emitted_at: record.emitted_at,
     received_at: record.received_at,
+  }
+}
+
+/**
+ * The rental's event for a log record, or undefined when the record is not the rental's:
+ * another source's, a test signal, or received outside the rental's span (before
+ * starts_at, or from its end on). Pass the rental as it stands now, so an end is seen.
+ */
+export function rentalEventOf(log: LogRecord, rental: RentalRecord): SignalAcceptedEvent | undefined {
+  // The log's own source tag skips other sources without decoding them ('' in old journals: decode).
+  if (log.sourceId !== '' && log.sourceId !== rental.source_id) return undefined
+  const record = decode(log.data)
+  if (record === undefined || record.source_id !== rental.source_id || record.test) return undefined
+  const received = Date.parse(record.received_at)
+  if (Number.isNaN(received) || !isActive(rental, received)) return undefined
+  return signalAcceptedEvent(record, rental.rental_id, log.seq)
+}
+
+/** The rental's last event, for a final rental; `afterSeq` is the log position it follows. */
+export function rentalEndedEvent(rental: RentalRecord, afterSeq: number): RentalEndedEvent {
+  return {
+    event: 'byo.rental.ended',
+    event_id: endedEventId(afterSeq),
+    rental_id: rental.rental_id,
+    source_id: rental.source_id,
+    state: rental.state === 'expired' ? 'expired' : 'ended',
+    ended_at: rental.ended_at ?? rental.expires_at ?? new Date().toISOString(),
+  }
+}
+
+function decode(data: Uint8Array): SignalRecord | undefined {
+  try {
+    return decodeSignalRecord(data)
+  } catch {
+    // Not a signal record: nothing a renter receives.
+    return undefined
   }
 }

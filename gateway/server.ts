@@ -33,6 +33,7 @@ import { registerMetricsRoute } from './metrics-route.js'
 import { registerRecorderMetrics, type RecorderReadings } from './recorder-metrics.js'
 import { registerWebhookMetrics } from './webhook-metrics.js'
 import { ProvenAddresses } from './proven-addresses.js'
+import { registerPollRoute, registerStreamMetrics, registerStreamRoutes, type PollRouteOptions, type StreamRouteOptions } from './streams/index.js'
 
 export interface GatewayOptions {
   readonly host: string
@@ -58,6 +59,8 @@ export interface GatewayOptions {
   readonly recorder?: RecorderReadings
   /** The receipt reads' allowances, export caps and usage meter. */
   readonly reads: Pick<ReadOptions, 'limiter' | 'rates' | 'exportsPerCaller' | 'exportsMax' | 'meter'>
+  /** The renters' event streams and polling; absent: those routes are not served. */
+  readonly streams?: StreamRouteOptions & Pick<PollRouteOptions, 'log' | 'endSettleMs'>
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
   readonly errors: IngestErrorLog
@@ -156,6 +159,11 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerScoringRoutes(parts, options.receipts, Date.now)
   registerSourceStatusRoute(parts, { receipts: options.receipts, cacheMs: options.statusCacheMs, now: Date.now, logger: options.logger })
   registerReadRoutes(parts, { ...options.reads, receipts: options.receipts, rentals: options.rentals, clientAddresses, logger: options.logger })
+  const streams = options.streams === undefined ? undefined : registerStreamRoutes(parts, options.streams)
+  if (options.streams !== undefined) {
+    registerPollRoute(parts, options.streams)
+    registerStreamMetrics(metrics.registry, options.streams.hub)
+  }
   // A signal is stored at most a body's time, a verification and an append after its arrival.
   const maxLagMs = options.bodyTimeoutMs + 60_000
   registerDisputeRoutes(parts, {
@@ -196,6 +204,9 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
       drainPromise ??= (async () => {
         draining = true
         uws.us_listen_socket_close(listenSocket)
+        // Streams never finish by themselves: they end now, and their clients resume elsewhere.
+        streams?.stop()
+        streams?.closeAll()
         if (inFlight > 0) {
           await new Promise<void>((resolve) => {
             drained = resolve

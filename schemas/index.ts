@@ -14,7 +14,7 @@ export {
   REVOCATION_REASONS,
   type RevocationReason,
 } from './control.js'
-export { SignalAcceptedEvent } from './events.js'
+export { RentalEndedEvent, SignalAcceptedEvent, SignalDisputedEvent, StreamGapEvent, type DeliveryEvent } from './events.js'
 export { CHAINS, checkManifest, enforcedMaxRate, Listing, Manifest, PUBLIC_DELAY_DEFAULT_S, PUBLIC_DELAY_MAX_S, PUBLIC_DELAY_MIN_S, publicDelaySeconds, rateCeilingProblem, ratePerMs, type RateCeiling } from './manifest.js'
 export { openApiDocument } from './openapi.js'
 export { compileCheck, type BodyCheck } from './schema-problem.js'

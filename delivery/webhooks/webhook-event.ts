@@ -1,11 +1,10 @@
 import { decodeSignalRecord, type LogRecord } from '../../pipeline/index.js'
 import { isActive, type RentalRecord } from '../../rentals/index.js'
+import { signalEventId } from '../event-id.js'
 import { signalAcceptedEvent } from '../signal-event.js'
 
-/** The event id of the log record `seq`: the decimal sequence (the SSE id and polling cursor derive from the same). */
-export function eventIdOf(seq: number): string {
-  return String(seq)
-}
+/** The event id of the log record `seq`: the one the streams and polling send, so a webhook's event and a stream's are the same resume point. */
+export const eventIdOf = signalEventId
 
 /** The `webhook-id` of an event for a rental: the same on every retry and re-send of it. */
 export function webhookIdOf(rentalId: string, seq: number): string {
@@ -22,8 +21,5 @@ export function webhookEventOf(record: LogRecord, rental: RentalRecord): Record<
   }
   if (signal.source_id !== rental.source_id) return undefined
   if (!isActive(rental, Date.parse(signal.received_at))) return undefined
-  const event = signalAcceptedEvent(signal, rental.rental_id)
-  if (event === undefined) return undefined
-  const { event: name, ...fields } = event
-  return { event: name, event_id: eventIdOf(record.seq), ...fields }
+  return signalAcceptedEvent(signal, rental.rental_id, record.seq) as Record<string, unknown> | undefined
 }

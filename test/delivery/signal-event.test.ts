@@ -25,10 +25,11 @@ const record: SignalRecord = {
 }
 
 t.test('an accepted signal becomes a byo.signal.accepted event with the fields of spec 6', async (t) => {
-  const event = signalAcceptedEvent(record, 'rent_1')
+  const event = signalAcceptedEvent(record, 'rent_1', 7)
   t.ok(Compile(SignalAcceptedEvent).Check(event), 'matches the event schema')
   t.same(event, {
     event: 'byo.signal.accepted',
+    event_id: '7',
     rental_id: 'rent_1',
     source_id: 'src_a',
     signal_id: 'sig_00000001',
@@ -40,10 +41,10 @@ t.test('an accepted signal becomes a byo.signal.accepted event with the fields o
 })
 
 t.test('the event leaks none of the signing material', async (t) => {
-  const text = JSON.stringify(signalAcceptedEvent(record, 'rent_1'))
+  const text = JSON.stringify(signalAcceptedEvent(record, 'rent_1', 7))
   for (const secret of ['nonce-1', 'key_a', 'c2ln', 'body_sha256']) t.notOk(text.includes(secret), secret)
 })
 
 t.test('a test signal of a pending key is never delivered', async (t) => {
-  t.equal(signalAcceptedEvent({ ...record, test: true }, 'rent_1'), undefined)
+  t.equal(signalAcceptedEvent({ ...record, test: true }, 'rent_1', 7), undefined)
 })

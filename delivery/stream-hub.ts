@@ -1,0 +1,146 @@
+import type { SignalLog } from '../pipeline/index.js'
+import type { DisputeRecord, Registry } from '../registry/index.js'
+import { isActive, isFinal, type RentalRecord, type Rentals } from '../rentals/index.js'
+import { disputedEventId, signalEventId } from './event-id.js'
+import type { LiveTail } from './live-tail.js'
+import { StreamSession, type EventSink } from './stream-session.js'
+
+export interface StreamHubOptions {
+  readonly log: SignalLog
+  readonly tail: LiveTail
+  readonly rentals: Rentals
+  readonly registry: Registry
+  /** Streams open at once per rental in this process. */
+  readonly maxPerRental: number
+  /**
+   * How long after a rental's end its streams wait before `byo.rental.ended`: a signal
+   * received just before the end is appended to the log a moment later (verification and
+   * the durable append), and must still reach the rental first.
+   */
+  readonly endSettleMs: number
+  readonly now?: () => number
+}
+
+/**
+ * The open streams of this process: the per-rental cap, the rentals' ends and the
+ * accepted disputes fanned out to them, and the figures for /metrics.
+ */
+export class StreamHub {
+  readonly #o: StreamHubOptions
+  readonly #now: () => number
+  readonly #byRental = new Map<string, Set<StreamSession>>()
+  readonly #reserved = new Map<string, number>()
+  readonly #ending = new Set<string>()
+  readonly #announced = new Set<string>()
+  readonly #stops: (() => void)[] = []
+  readonly #timers = new Set<NodeJS.Timeout>()
+  #open = 0
+  eventsSent = 0
+  slowDisconnects = 0
+
+  constructor(o: StreamHubOptions) {
+    this.#o = o
+    this.#now = o.now ?? Date.now
+    this.#stops.push(o.rentals.onChange((r) => this.#changed(r)))
+    this.#stops.push(o.registry.watchDisputes((changed) => this.#disputes(changed)))
+  }
+
+  get openStreams(): number {
+    return this.#open
+  }
+
+  /** Takes a place among the rental's streams; false when it has `maxPerRental` open. Give it back with `release`. */
+  reserve(rentalId: string): boolean {
+    const taken = this.#reserved.get(rentalId) ?? 0
+    if (taken >= this.#o.maxPerRental) return false
+    this.#reserved.set(rentalId, taken + 1)
+    this.#open++
+    return true
+  }
+
+  release(rentalId: string, session?: StreamSession): void {
+    const taken = (this.#reserved.get(rentalId) ?? 1) - 1
+    if (taken <= 0) this.#reserved.delete(rentalId)
+    else this.#reserved.set(rentalId, taken)
+    this.#open--
+    if (session !== undefined) this.forget(rentalId, session)
+  }
+
+  /** Drops a session whose place was given back before it was known. */
+  forget(rentalId: string, session: StreamSession): void {
+    session.stop()
+    const set = this.#byRental.get(rentalId)
+    set?.delete(session)
+    if (set?.size === 0) this.#byRental.delete(rentalId)
+  }
+
+  /** Opens a stream on a reserved place: replays from `afterSeq` (the rental's start when undefined), then live. */
+  async open(rental: RentalRecord, sink: EventSink, afterSeq: number | undefined): Promise<StreamSession> {
+    const session = new StreamSession(rental, this.#o.log, this.#o.tail, (id) => this.#o.rentals.get(id), sink, afterSeq)
+    let set = this.#byRental.get(rental.rental_id)
+    if (set === undefined) this.#byRental.set(rental.rental_id, (set = new Set()))
+    set.add(session)
+    await session.start()
+    const now = this.#o.rentals.get(rental.rental_id)
+    if (now !== undefined && isFinal(now)) this.#scheduleEnd(now, [session])
+    return session
+  }
+
+  #changed(rental: RentalRecord): void {
+    const current = this.#o.rentals.get(rental.rental_id)
+    if (current !== undefined && isFinal(current) && this.#byRental.has(rental.rental_id)) this.#scheduleEnd(current)
+  }
+
+  /** Once the end has settled and the tail has passed the log's end of that moment, each stream sends byo.rental.ended and closes. */
+  #scheduleEnd(rental: RentalRecord, only?: StreamSession[]): void {
+    if (only === undefined) {
+      if (this.#ending.has(rental.rental_id)) return
+      this.#ending.add(rental.rental_id)
+    }
+    const endedAt = Date.parse(rental.ended_at ?? rental.expires_at ?? '') || this.#now()
+    const wait = Math.max(0, endedAt + this.#o.endSettleMs - this.#now())
+    const timer = setTimeout(() => {
+      this.#timers.delete(timer)
+      void this.#o.log.info().then(
+        (info) => {
+          for (const s of only ?? this.#byRental.get(rental.rental_id) ?? []) s.endAfter(info.lastSeq)
+          this.#ending.delete(rental.rental_id)
+        },
+        () => this.#ending.delete(rental.rental_id),
+      )
+    }, wait)
+    this.#timers.add(timer)
+  }
+
+  #disputes(changed: readonly DisputeRecord[]): void {
+    for (const d of changed) {
+      if (d.state !== 'accepted' || this.#announced.has(d.dispute_id)) continue
+      this.#announced.add(d.dispute_id)
+      for (const [rentalId, sessions] of this.#byRental) {
+        const rental = this.#o.rentals.get(rentalId)
+        if (rental === undefined || rental.source_id !== d.source_id) continue
+        for (const signal of d.signals) {
+          if (!isActive(rental, Date.parse(signal.received_at))) continue
+          for (const s of sessions)
+            s.disputed((afterSeq) => ({
+              event: 'byo.signal.disputed',
+              event_id: disputedEventId(afterSeq, signal.seq),
+              rental_id: rentalId,
+              source_id: d.source_id,
+              signal_id: signal.signal_id,
+              signal_event_id: signalEventId(signal.seq),
+              dispute_id: d.dispute_id,
+              disputed_at: d.resolved_at ?? new Date(this.#now()).toISOString(),
+            }))
+        }
+      }
+    }
+  }
+
+  /** Stops the watches and timers; open streams are the gateway's to close. */
+  close(): void {
+    for (const stop of this.#stops) stop()
+    for (const t of this.#timers) clearTimeout(t)
+    this.#timers.clear()
+  }
+}

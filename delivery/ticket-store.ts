@@ -1,0 +1,19 @@
+/** What a stream ticket lets its bearer open: one rental's stream, as its renter. */
+export interface TicketGrant {
+  readonly rental_id: string
+  readonly renter_id: string
+}
+
+/**
+ * Stream tickets: short-lived, single-use credentials for `?ticket=`, since a browser's
+ * EventSource cannot send an Authorization header. Stored by the SHA-256 of the ticket,
+ * never the ticket itself. Asynchronous, with what a NATS KV bucket offers (create-if-absent
+ * to store, delete with the expected revision to redeem once), so that a cluster can share
+ * tickets across processes; the in-memory adapter (ticket-memory.ts) serves one process.
+ */
+export interface TicketStore {
+  /** Stores a grant under `hash` until `expiresAt` (ms). */
+  put(hash: string, grant: TicketGrant, expiresAt: number): Promise<void>
+  /** Takes the grant under `hash` out, once: a second take, or one after expiry, gets undefined. */
+  take(hash: string, now: number): Promise<TicketGrant | undefined>
+}

@@ -1,0 +1,57 @@
+import { endedEventId, parseEventId, rentalEndedEvent, scanRentalEvents, signalEventId } from '../../delivery/index.js'
+import type { SignalLog } from '../../pipeline/index.js'
+import { isFinal, type Rentals } from '../../rentals/index.js'
+import { ApiError, type DeliveryEvent } from '../../schemas/index.js'
+import { pageLimit } from '../control/access.js'
+import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
+
+export const POLL_PAGE = { default: 100, max: 1000 } as const
+/** Log records one poll reads at most (the journal has no index by source): past it the page ends early with a cursor. */
+export const POLL_SCAN_MAX = 50_000
+const KNOWN = new Set(['after', 'limit'])
+
+export interface PollRouteOptions {
+  readonly log: SignalLog
+  readonly rentals: Rentals
+  /** As the streams wait after a rental's end before its last event (StreamHub's endSettleMs). */
+  readonly endSettleMs: number
+  readonly now?: () => number
+}
+
+/**
+ * Polling, the fallback of the stream: the same events, in the same order, with the same
+ * ids, a page at a time. `after` is the last event_id the client has; `next_cursor` is
+ * what to pass next, null when nothing follows yet (poll again with the same `after`).
+ */
+export function registerPollRoute(parts: JsonRoutesParts, o: PollRouteOptions): void {
+  const now = o.now ?? Date.now
+  jsonRoute(parts, 'get', '/v1/rentals/:rental_id/signals', { access: 'any' }, async ({ principal, params, query }) => {
+    for (const name of query.keys()) if (!KNOWN.has(name)) throw new ApiError('invalid_request', `unknown query parameter ${name}; use after and limit`)
+    if (principal.role !== 'renter') throw new ApiError('forbidden', 'rental signals are read by the rental\'s renter')
+    const rentalId = params[0] as string
+    const rental = o.rentals.get(rentalId)
+    if (rental === undefined || rental.renter_id !== principal.subject) throw new ApiError('not_found', 'no such rental')
+    const limit = pageLimit(query, POLL_PAGE)
+    const afterText = query.get('after')
+    const after = afterText === null ? undefined : parseEventId(afterText)
+    if (afterText !== null && after === undefined) throw new ApiError('invalid_request', 'after must be an event_id this API sent')
+    // After the rental's last event nothing follows.
+    if (after?.end === true) return { status: 200, data: [], nextCursor: null }
+    const info = await o.log.info()
+    const scan = await scanRentalEvents(o.log, () => o.rentals.get(rentalId), after === undefined ? {} : { afterSeq: after.seq }, info.lastSeq, limit, POLL_SCAN_MAX)
+    const data: DeliveryEvent[] = []
+    if (scan.lost !== null) {
+      data.push({ event: 'byo.stream.gap', event_id: signalEventId(scan.lost.toSeq), rental_id: rentalId, from_event_id: signalEventId(scan.lost.fromSeq - 1), to_event_id: signalEventId(scan.lost.toSeq), count: scan.lost.count })
+    }
+    data.push(...scan.events)
+    const current = o.rentals.get(rentalId)
+    const caughtUp = scan.complete && scan.events.length < limit
+    if (caughtUp && current !== undefined && isFinal(current) && now() >= Date.parse(current.ended_at ?? '') + o.endSettleMs) {
+      const ended = rentalEndedEvent(current, Math.max(scan.scannedTo, after?.seq ?? 0))
+      data.push(ended)
+      return { status: 200, data, nextCursor: endedEventId(Math.max(scan.scannedTo, after?.seq ?? 0)) }
+    }
+    const moved = scan.scannedTo > (after?.seq ?? 0)
+    return { status: 200, data, nextCursor: moved ? signalEventId(scan.scannedTo) : data.length > 0 ? (data[data.length - 1] as DeliveryEvent).event_id : null }
+  })
+}
