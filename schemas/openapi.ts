@@ -1,4 +1,4 @@
-import { ERROR_STATUS, ErrorBody } from './api-error.js'
+import { ErrorBody } from './api-error.js'
 import {
   CreateAgentRequest,
   CreateSourceRequest,
@@ -15,27 +15,9 @@ import { Listing, Manifest } from './manifest.js'
 import { CreateRentalRequest, RENTAL_STATES, RentalView } from './rentals.js'
 import { OUTCOMES_BODY_MAX_BYTES, OUTCOMES_PER_POST_MAX, OutcomeItem, OutcomesAnswer } from './scoring.js'
 import { AcceptedBody, SignalPayloadSchema } from './signal.js'
+import { bearer, control, errors, json, noInput, nullable, ok, path, time, withBody } from './openapi-parts.js'
+import { webhookPaths } from './openapi-webhooks.js'
 
-const json = (schema: unknown) => ({ content: { 'application/json': { schema } } })
-const ok = (data: unknown) => json({ type: 'object', properties: { ok: { const: true }, data } })
-const errors = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((s) => [String(s), { description: codesFor(s), ...json({ $ref: '#/components/schemas/ErrorBody' }) }]))
-const codesFor = (status: number) =>
-  `error codes: ${Object.entries(ERROR_STATUS)
-    .filter(([, s]) => s === status)
-    .map(([c]) => c)
-    .join(', ')}`
-const bearer = [{ bearer: [] }]
-/**
- * What every bearer route may answer besides its own: 401 without a valid token, 403
- * for a token of the wrong role, 503 while draining. A route with a body adds 400
- * (not JSON, or not in time), 413 (too large) and 503 (too many slow uploads).
- */
-const control = (...own: number[]) => errors(...new Set([401, 403, 503, ...own].sort((a, b) => a - b)))
-const withBody = (...own: number[]) => control(400, 413, ...own)
-/** Actions that take no input: no body at all, or `{}`. */
-const noInput = { required: false, ...json({ type: 'object', maxProperties: 0 }) }
-const path = (name: string) => ({ name, in: 'path', required: true, schema: { type: 'string' } })
 const query = (name: string, schema: Record<string, unknown>) => ({ name, in: 'query', schema })
 const page = (max: number) => [query('limit', { type: 'integer', minimum: 1, maximum: max }), query('cursor', { type: 'string' })]
 const header = (name: string, description: string, required = true) => ({ name, in: 'header', required, description, schema: { type: 'string' } })
@@ -45,8 +27,6 @@ const header = (name: string, description: string, required = true) => ({ name, 
  * source that lists its receipts; a header must hold a valid token (401 otherwise).
  */
 const bearerOrPublic = [{}, { bearer: [] }]
-const nullable = (type: string, extra: Record<string, unknown> = {}) => ({ type: [type, 'null'], ...extra })
-const time = { type: 'string', format: 'date-time' }
 /** A receipt as a full reader sees it; the public view leaves out signal_id, key_id, note, recorded_at and test. */
 const Receipt = {
   type: 'object',
@@ -296,6 +276,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       '/v1/admin/rentals/{rental_id}/end': {
         post: { security: bearer, parameters: [path('rental_id')], requestBody: noInput, responses: { '200': { description: 'ended rental; an ended or expired one unchanged', ...ok(RentalView) }, ...withBody(404) } },
       },
+      ...webhookPaths(),
       '/v1/byo/sources/{source_id}/receipts': receiptList(false, "one source's receipts: its creator and the admin in full, a renter with an active rental of it in full, anyone else the delayed, redacted public view if the listing has public_receipts; otherwise 404"),
       '/v1/byo/sources/{source_id}/receipts/export': receiptExport(false, "every matching receipt of one source as NDJSON, CSV or Parquet: its creator, a renter with an active rental of it, the admin"),
       '/v1/byo/receipts': receiptList(true, 'receipts across the sources the caller reads in full; without a token, source_id is required and the answer is its public view'),

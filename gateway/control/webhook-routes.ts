@@ -7,7 +7,12 @@ import { isKvError } from '../../storage/index.js'
 import { getRoute, jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { noBody } from './access.js'
 
-/** The rental if `principal` is its renter; anyone else (another renter, a creator) gets the 404 of a missing one. */
+/**
+ * The rental if `principal` (a renter: the routes let no other role in) is its renter;
+ * another renter gets the 404 of a missing one. Roles that can never hold a rental
+ * (admin, creator, metrics, scorer) are refused 403 by the route's access, like the
+ * rental routes refuse every role but renter and admin: that tells them nothing about a rental.
+ */
 function ownRental(rentals: Rentals, principal: Principal, rentalId: string): RentalRecord {
   const rental = rentals.get(rentalId)
   if (rental === undefined || principal.role !== 'renter' || rental.renter_id !== principal.subject) throw new ApiError('not_found', 'no such rental')
@@ -42,13 +47,13 @@ async function answer<T>(work: () => Promise<T>): Promise<T> {
  */
 export function registerWebhookRoutes(parts: JsonRoutesParts, rentals: Rentals, webhooks: Webhooks): void {
   const base = '/v1/rentals/:rental_id/webhook'
-  jsonRoute(parts, 'put', base, { access: 'any' }, ({ principal, params, body }) =>
+  jsonRoute(parts, 'put', base, { access: 'renter' }, ({ principal, params, body }) =>
     answer(async () => {
       const rental = ownRental(rentals, principal, params[0] as string)
       return { status: 200, data: await webhooks.set(rental, oneString(body, 'url')) }
     }),
   )
-  jsonRoute(parts, 'get', base, { access: 'any' }, ({ principal, params }) =>
+  jsonRoute(parts, 'get', base, { access: 'renter' }, ({ principal, params }) =>
     answer(async () => {
       const rental = ownRental(rentals, principal, params[0] as string)
       const endpoint = await webhooks.get(rental.rental_id)
@@ -56,7 +61,7 @@ export function registerWebhookRoutes(parts: JsonRoutesParts, rentals: Rentals, 
       return { status: 200, data: endpoint }
     }),
   )
-  jsonRoute(parts, 'del', base, { access: 'any' }, ({ principal, params, body }) =>
+  jsonRoute(parts, 'del', base, { access: 'renter' }, ({ principal, params, body }) =>
     answer(async () => {
       noBody(body)
       const rental = ownRental(rentals, principal, params[0] as string)
@@ -64,7 +69,7 @@ export function registerWebhookRoutes(parts: JsonRoutesParts, rentals: Rentals, 
       return { status: 200, data: { rental_id: rental.rental_id, deleted: true } }
     }),
   )
-  jsonRoute(parts, 'post', `${base}/test`, { access: 'any' }, ({ principal, params, body }) =>
+  jsonRoute(parts, 'post', `${base}/test`, { access: 'renter' }, ({ principal, params, body }) =>
     answer(async () => {
       noBody(body)
       const rental = ownRental(rentals, principal, params[0] as string)
@@ -72,13 +77,13 @@ export function registerWebhookRoutes(parts: JsonRoutesParts, rentals: Rentals, 
       return { status: 200, data: { webhook_id: outcome.webhook_id, result: outcome.result, status: outcome.status, error: outcome.error, duration_ms: outcome.durationMs } }
     }),
   )
-  jsonRoute(parts, 'get', `${base}/deliveries`, { access: 'any' }, ({ principal, params }) =>
+  jsonRoute(parts, 'get', `${base}/deliveries`, { access: 'renter' }, ({ principal, params }) =>
     answer(async () => {
       const rental = ownRental(rentals, principal, params[0] as string)
       return { status: 200, data: await webhooks.deliveries(rental.rental_id) }
     }),
   )
-  jsonRoute(parts, 'post', `${base}/deliveries/:event_id/resend`, { access: 'any' }, ({ principal, params, body }) =>
+  jsonRoute(parts, 'post', `${base}/deliveries/:event_id/resend`, { access: 'renter' }, ({ principal, params, body }) =>
     answer(async () => {
       noBody(body)
       const rental = ownRental(rentals, principal, params[0] as string)
@@ -86,7 +91,7 @@ export function registerWebhookRoutes(parts: JsonRoutesParts, rentals: Rentals, 
       return { status: 200, data: { event_id: params[1], queued: 1 } }
     }),
   )
-  jsonRoute(parts, 'post', `${base}/resend`, { access: 'any' }, ({ principal, params, body }) =>
+  jsonRoute(parts, 'post', `${base}/resend`, { access: 'renter' }, ({ principal, params, body }) =>
     answer(async () => {
       const rental = ownRental(rentals, principal, params[0] as string)
       const since = parseIsoUtc(oneString(body, 'since'))

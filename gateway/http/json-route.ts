@@ -44,9 +44,10 @@ export interface RouteOptions {
    * the handler checks ownership; `any`: any valid token, the handler checks the role
    * and what it may see. Checked before any body is read. On `admin` and `creator`
    * each role is let in by name, so a role added later is refused until a route names it.
-   * `scorer`: a scorer token or the admin token.
+   * `scorer`: a scorer token or the admin token. `renter`: a renter token only (what a
+   * renter sets on its own rental; the handler checks it is that rental's renter).
    */
-  readonly access: 'admin' | 'creator' | 'any' | 'scorer'
+  readonly access: 'admin' | 'creator' | 'any' | 'scorer' | 'renter'
   /** The largest body this route takes; MAX_CONTROL_BODY_BYTES when absent. Counted in MAX_CONTROL_BODY_BYTES_IN_FLIGHT like any. */
   readonly maxBodyBytes?: number
 }
@@ -154,6 +155,7 @@ export function jsonRoute(
     if (options.access === 'admin' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs the admin token'), closeRefused)
     if (options.access === 'creator' && principal.role !== 'creator' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint is for creators'), closeRefused)
     if (options.access === 'scorer' && principal.role !== 'scorer' && principal.role !== 'admin') return fail(new ApiError('forbidden', 'this endpoint needs a scorer token'), closeRefused)
+    if (options.access === 'renter' && principal.role !== 'renter') return fail(new ApiError('forbidden', 'this endpoint is for the renter of the rental'), closeRefused)
 
     const run = (body: unknown) => {
       Promise.resolve()

@@ -67,6 +67,16 @@ t.test('webhooks through the gateway', async (t) => {
       const res = await call(open.url, method, path, { token: bob.token, ...(method === 'PUT' && { body: { url: hook } }) })
       t.equal(res.status, 404, `another renter: ${method}`)
     }
+    // Roles that can never hold a rental are refused by role, as on the rental routes: that tells them nothing about this one.
+    const scraper = (await call(open.url, 'POST', '/v1/admin/tokens', { token: open.adminToken, body: { role: 'metrics', subject: 'webhook-probe' } })).body.data.token as string
+    for (const [role, token] of [['creator', src.creatorToken], ['admin', open.adminToken], ['metrics', scraper]] as const) {
+      for (const method of ['GET', 'PUT', 'DELETE']) {
+        const res = await call(open.url, method, path, { token, ...(method === 'PUT' && { body: { url: hook } }) })
+        t.equal(res.status, 403, `${role}: ${method}`)
+        t.equal(res.body.error.code, 'forbidden', `${role}: ${method} forbidden`)
+      }
+    }
+    t.equal((await call(open.url, 'GET', path, { token: alice.token })).body.data.url, hook, 'the endpoint is unchanged')
 
     const keys = await call(open.url, 'GET', '/v1/delivery-keys')
     t.equal(keys.status, 200)
