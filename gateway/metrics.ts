@@ -1,7 +1,8 @@
 import { performance } from 'node:perf_hooks'
-import { collectDefaultMetrics, Counter, Gauge, Registry } from 'prom-client'
+import { collectDefaultMetrics, Counter, Registry } from 'prom-client'
 import { ERROR_STATUS, type ErrorCode } from '../schemas/index.js'
 import { MillisecondsHistogram } from './metrics-histogram.js'
+import { scrapedMetrics } from './scraped-metrics.js'
 
 /** Upper bounds of the accept-latency buckets, in milliseconds (shown in seconds). */
 const ACCEPT_LATENCY_BOUNDS_MS = [0.5, 1, 2, 3, 5, 7.5, 10, 15, 20, 30, 50, 100, 250, 500, 1000, 5000] as const
@@ -79,15 +80,7 @@ export class Metrics {
       },
     })
 
-    const gauge = (name: string, help: string, read: () => number) =>
-      new Gauge({
-        name,
-        help,
-        registers,
-        collect(this: Gauge) {
-          this.set(read())
-        },
-      })
+    const { gauge } = scrapedMetrics(this.registry)
     gauge('sgw_verify_slots_taken', 'Signature verifications queued or running in the verify pool.', readings.verifySlotsTaken)
     gauge('sgw_live_nonces', 'Nonces held for replay checks (each for 10 minutes after its request).', readings.liveNonces)
     gauge('sgw_dedup_entries', 'Accepted signal ids held for duplicate detection.', readings.dedupEntries)

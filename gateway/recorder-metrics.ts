@@ -1,5 +1,6 @@
-import { Counter, Gauge, type Registry } from 'prom-client'
+import { Counter, type Registry } from 'prom-client'
 import type { RecorderCounts, RecorderStatus } from '../recorder/index.js'
+import { scrapedMetrics } from './scraped-metrics.js'
 
 /** What the gateway reads of the recorder, at scrape time and for /readyz. */
 export interface RecorderReadings {
@@ -13,25 +14,7 @@ export interface RecorderReadings {
  */
 export function registerRecorderMetrics(registry: Registry, recorder: RecorderReadings): void {
   const registers = [registry]
-  const gauge = (name: string, help: string, read: () => number) =>
-    new Gauge({
-      name,
-      help,
-      registers,
-      collect(this: Gauge) {
-        this.set(read())
-      },
-    })
-  const counter = (name: string, help: string, read: () => number) =>
-    new Counter({
-      name,
-      help,
-      registers,
-      collect(this: Counter) {
-        this.reset()
-        this.inc(read())
-      },
-    })
+  const { gauge, counter } = scrapedMetrics(registry)
   gauge('sgw_recorder_lag_records', 'Signal log records not yet recorded as receipts: the log\'s last seq less the recorder\'s acknowledged position.', () => recorder.status().lag_records)
   gauge('sgw_recorder_lag_seconds', 'Age of the oldest signal not yet recorded as a receipt, in seconds; 0 when caught up.', () => recorder.status().lag_seconds)
   gauge('sgw_recorder_retrying', '1 while the recorder retries a failed write to the receipt store (see /readyz for the error), else 0.', () => (recorder.status().state === 'retrying' ? 1 : 0))
