@@ -62,13 +62,16 @@ export async function gatewayPhases(o: GatewayPhaseOptions, print: (line?: strin
       print(`  ${name}: ${e.rows.toLocaleString()} rows in ${e.s} s = ${e.rows_per_s.toLocaleString()} rows/s, ${e.mb} MB; gateway RSS start ${e.gateway_rss_mb.start_mb}, peak ${e.gateway_rss_mb.peak_mb}, end ${e.gateway_rss_mb.end_mb} MB (VmHWM ${e.gateway_rss_mb.hwm_mb})`)
     for (const format of ['ndjson', 'csv', 'parquet'] as ExportFormat[]) {
       const { aborted: _, ...e } = await httpExport(target, format, { from: iso(o.exportRange.from), to: iso(o.exportRange.to) })
-      exports[format] = e
+      // A stalled export has no rate: its figures would be of a partial file.
+      exports[format] = e.stalled === undefined ? e : { rows_per_s: null, reason: `not measured: stalled: ${e.stalled}`, partial: e }
       line(format, { ...e, aborted: false })
+      if (e.stalled !== undefined) print(`  STALLED ${format} export: ${e.stalled}; cut by this client`)
     }
     if (o.fullExport) {
       const { aborted: _, ...e } = await httpExport(target, 'ndjson', {})
-      exports.ndjson_whole_table = e
+      exports.ndjson_whole_table = e.stalled === undefined ? e : { rows_per_s: null, reason: `not measured: stalled: ${e.stalled}`, partial: e }
       line('ndjson, the whole table (no filter)', { ...e, aborted: false })
+      if (e.stalled !== undefined) print(`  STALLED whole-table export: ${e.stalled}; cut by this client`)
     }
     out.http_exports = exports
 

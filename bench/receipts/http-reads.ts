@@ -22,12 +22,17 @@ export interface HttpTarget {
   readonly pid: number
 }
 
+/** An export that sends no byte for this long is cut and reported as stalled, not waited on forever. */
+const STALL_MS = 30_000
+
 export interface HttpExport {
   readonly rows: number
   readonly s: number
   readonly rows_per_s: number
   readonly mb: number
   readonly gateway_rss_mb: RssWindow
+  /** Set when the gateway stopped sending for STALL_MS: the figures above are then of a partial file. */
+  readonly stalled?: string
 }
 
 const agent = new Agent({ connections: 4, keepAliveTimeout: 60_000, bodyTimeout: 0, headersTimeout: 600_000 })
@@ -76,31 +81,42 @@ export async function httpExport(t: HttpTarget, format: ExportFormat, filter: Re
   let bytes = 0
   let lines = 0
   let aborted = false
+  let stalled: string | undefined
   const parquet: Buffer[] = []
+  const stall = new AbortController()
+  let lastByte = performance.now()
+  const watchdog = setInterval(() => {
+    if (performance.now() - lastByte < STALL_MS) return
+    stalled = `the gateway sent nothing for ${STALL_MS / 1000} s after ${bytes.toLocaleString()} bytes`
+    stall.abort()
+  }, 1000)
   try {
     const res = await request(`${t.url}/v1/byo/receipts/export?${new URLSearchParams({ ...filter, format })}`, {
       dispatcher: agent,
       headers: { authorization: `Bearer ${t.adminToken}` },
-      ...(signal !== undefined && { signal }),
+      signal: signal === undefined ? stall.signal : AbortSignal.any([signal, stall.signal]),
     })
     if (res.statusCode !== 200) throw new Error(`export ${format}: ${res.statusCode} ${await res.body.text()}`)
     for await (const chunk of res.body as AsyncIterable<Buffer>) {
+      lastByte = performance.now()
       bytes += chunk.length
       if (format === 'parquet') parquet.push(chunk)
       else for (let i = chunk.indexOf(10); i >= 0; i = chunk.indexOf(10, i + 1)) lines++
     }
   } catch (err) {
-    if (signal?.aborted !== true) throw err
-    aborted = true
+    if (signal?.aborted !== true && stalled === undefined) throw err
+    aborted = signal?.aborted === true
+  } finally {
+    clearInterval(watchdog)
   }
   const s = (performance.now() - started) / 1000
   const gatewayRss = rss.stop()
   let rows = format === 'ndjson' ? lines : format === 'csv' ? Math.max(0, lines - 1) : 0
-  if (format === 'parquet' && !aborted) {
+  if (format === 'parquet' && !aborted && stalled === undefined) {
     const file = Buffer.concat(parquet)
     rows = Number(parquetMetadata(file.buffer.slice(file.byteOffset, file.byteOffset + file.length) as ArrayBuffer).num_rows)
   }
-  return { rows, s: Number(s.toFixed(2)), rows_per_s: Math.round(rows / s), mb: Math.round(bytes / 1e6), gateway_rss_mb: gatewayRss, aborted }
+  return { rows, s: Number(s.toFixed(2)), rows_per_s: Math.round(rows / s), mb: Math.round(bytes / 1e6), gateway_rss_mb: gatewayRss, aborted, ...(stalled !== undefined && { stalled }) }
 }
 
 export async function closeHttp(): Promise<void> {
