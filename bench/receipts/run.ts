@@ -1,17 +1,20 @@
 /**
- * The receipts benchmark (`npm run bench:receipts`), on chDB in this process, as the
- * service runs it:
+ * The receipts benchmark (`npm run bench:receipts`), on chDB as the service runs it:
  *
  *   node dist/bench/receipts/run.js [--rows=10000000] [--sources=1000] [--runs=50]
  *     [--cross-runs=5] [--export-rows=2000000] [--max-memory-mb=1024] [--no-optimize]
+ *     [--half-peak-s=20] [--no-http] [--no-ingest] [--no-full-export]
  *
  * Seeds receipts with INSERT ... SELECT FROM numbers() into a throwaway data folder (removed
- * at the end), then measures at the store level, first as inserted (many parts, as after a
- * burst of ingest, once the background merges settled) and then after OPTIMIZE FINAL (the merged steady state): a filtered first
- * page of one source, a deep cursor page, cross-source searches, get by id; recording batches
- * of 5,000; and exports in each format with this process's RSS sampled every 50 ms. The
- * phases that need the HTTP read API and the recorder are reported as not measured, with
- * the reason. The last line is one JSON object with every figure.
+ * at the end), then measures at the store level, in this process, first as inserted (many
+ * parts, as after a burst of ingest, once the background merges settled) and then after
+ * OPTIMIZE FINAL (the merged steady state): a filtered first page of one source, a deep
+ * cursor page, cross-source searches, get by id; recording batches of 5,000; and exports in
+ * each format with this process's RSS sampled every 50 ms. Then it closes its engine and
+ * starts the real gateway on the same folder (gateway-phases.ts): the same pages and the
+ * exports through HTTP with the gateway's RSS, the recorder's lag at the ingest peak, and
+ * ingest latency with and without an export running (ingest-phases.ts). The last line is
+ * one JSON object with every figure; a figure not measured is null with the reason.
  */
 import { mkdtemp, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
@@ -20,6 +23,7 @@ import { join } from 'node:path'
 import { createClient } from '@clickhouse/client'
 import { ClickHouseReceiptStore, receiptIdOf, type ExportFormat, type ReceiptInput } from '../../receipts/index.js'
 import { SEED_BASE_MS, SEED_SPACING_MS, seededSignal, seededSource, seededToken, seedReceipts } from './seed.js'
+import { gatewayPhases } from './gateway-phases.js'
 import { rssSampler, timed, type Timing } from './stats.js'
 
 const require = createRequire(import.meta.url)
@@ -31,9 +35,13 @@ const CROSS_RUNS = arg('cross-runs', 5)
 const EXPORT_ROWS = Math.min(arg('export-rows', 2_000_000), ROWS)
 const MAX_MEMORY_MB = arg('max-memory-mb', 1024)
 const OPTIMIZE = !process.argv.includes('--no-optimize')
+const HTTP = !process.argv.includes('--no-http')
+const INGEST = !process.argv.includes('--no-ingest')
+const FULL_EXPORT = !process.argv.includes('--no-full-export')
+const HALF_PEAK_MS = arg('half-peak-s', 20) * 1000
 const mb = () => Math.round(process.memoryUsage().rss / 1e6)
 const load = () => loadavg().map((x) => Number(x.toFixed(2)))
-const log = (line: string) => console.log(line)
+const log = (line = '') => console.log(line)
 const fmt = (name: string, t: Timing) => log(`  ${name}: p50 ${t.p50_ms} ms, p95 ${t.p95_ms} ms (max ${t.max_ms} ms, ${t.runs} runs)`)
 
 const result: Record<string, unknown> = { bench: 'receipts', engine: 'chdb', rows: ROWS, sources: SOURCES }
@@ -149,17 +157,22 @@ try {
     log(`  ${format} export of ${rows.toLocaleString()} rows: ${s.toFixed(1)} s, ${Math.round(rows / s).toLocaleString()} rows/s, ${Math.round(bytes / 1e6)} MB; RSS start ${memory.start_mb}, peak ${memory.peak_mb}, end ${memory.end_mb} MB`)
   }
   result.exports_store_level = exports
-  result.rss_mb = { before_engine: rssStart, idle_open: rssIdle, end: mb() }
 
-  // Phases that need parts being built elsewhere: reported, never guessed.
-  result.not_measured = {
-    http_exports: 'not measured: the HTTP export endpoint (read API) is not on this branch yet; the store-level exports above are the same query and stream',
-    recorder_lag_at_ingest_peak: 'not measured: the recorder is not on this branch yet; record() of 5,000 receipts above is its per-batch store cost',
-    ingest_p99_during_export: 'not measured: needs the HTTP export endpoint and the ingest benchmark run together',
-  }
-  for (const [k, v] of Object.entries(result.not_measured as Record<string, string>)) log(`${k}: ${v}`)
+  result.rss_mb = { before_engine: rssStart, idle_open: rssIdle, end: mb() }
+  // One engine per data folder: this process lets go of it before the gateway opens it.
   await client.close()
   await store.close()
+
+  if (HTTP) {
+    log('')
+    result.through_gateway = await gatewayPhases(
+      { dataDir: dir, maxMemoryMb: MAX_MEMORY_MB, runs: RUNS, crossRuns: CROSS_RUNS, source, exportRange: { from, to }, fullExport: FULL_EXPORT, ingest: INGEST, halfPeakMs: HALF_PEAK_MS },
+      log,
+    )
+  } else {
+    result.through_gateway = null
+    result.through_gateway_reason = 'not measured: --no-http'
+  }
 } finally {
   await rm(dir, { recursive: true, force: true })
 }
