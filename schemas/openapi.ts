@@ -17,6 +17,7 @@ import { OUTCOMES_BODY_MAX_BYTES, OUTCOMES_PER_POST_MAX, OutcomeItem, OutcomesAn
 import { AcceptedBody, SignalPayloadSchema } from './signal.js'
 import { bearer, control, errors, json, noInput, nullable, ok, path, time, withBody } from './openapi-parts.js'
 import { webhookPaths } from './openapi-webhooks.js'
+import { streamPaths, streamSchemas, ticketScheme } from './openapi-streams.js'
 
 const query = (name: string, schema: Record<string, unknown>) => ({ name, in: 'query', schema })
 const page = (max: number) => [query('limit', { type: 'integer', minimum: 1, maximum: max }), query('cursor', { type: 'string' })]
@@ -117,8 +118,8 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
     info: { title: 'Signal Ingest Gateway', version: '1', description: 'Signed ingest and control plane (spec Phase 2 draft).' },
     servers: [{ url: serverUrl }],
     components: {
-      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
-      schemas: { ErrorBody, SignalPayload: SignalPayloadSchema, AcceptedBody, Manifest, Listing, SignalAcceptedEvent },
+      securitySchemes: { bearer: { type: 'http', scheme: 'bearer' }, ticket: ticketScheme },
+      schemas: { ErrorBody, SignalPayload: SignalPayloadSchema, AcceptedBody, Manifest, Listing, SignalAcceptedEvent, ...streamSchemas },
     },
     paths: {
       '/v1/byo/sources/{source_id}/signals': {
@@ -277,6 +278,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         post: { security: bearer, parameters: [path('rental_id')], requestBody: noInput, responses: { '200': { description: 'ended rental; an ended or expired one unchanged', ...ok(RentalView) }, ...withBody(404) } },
       },
       ...webhookPaths(),
+      ...streamPaths(),
       '/v1/byo/sources/{source_id}/receipts': receiptList(false, "one source's receipts: its creator and the admin in full, a renter with an active rental of it in full, anyone else the delayed, redacted public view if the listing has public_receipts; otherwise 404"),
       '/v1/byo/sources/{source_id}/receipts/export': receiptExport(false, "every matching receipt of one source as NDJSON, CSV or Parquet: its creator, a renter with an active rental of it, the admin"),
       '/v1/byo/receipts': receiptList(true, 'receipts across the sources the caller reads in full; without a token, source_id is required and the answer is its public view'),

@@ -25,9 +25,8 @@ export interface PollRouteOptions {
  */
 export function registerPollRoute(parts: JsonRoutesParts, o: PollRouteOptions): void {
   const now = o.now ?? Date.now
-  jsonRoute(parts, 'get', '/v1/rentals/:rental_id/signals', { access: 'any' }, async ({ principal, params, query }) => {
+  jsonRoute(parts, 'get', '/v1/rentals/:rental_id/signals', { access: 'renter' }, async ({ principal, params, query }) => {
     for (const name of query.keys()) if (!KNOWN.has(name)) throw new ApiError('invalid_request', `unknown query parameter ${name}; use after and limit`)
-    if (principal.role !== 'renter') throw new ApiError('forbidden', 'rental signals are read by the rental\'s renter')
     const rentalId = params[0] as string
     const rental = o.rentals.get(rentalId)
     if (rental === undefined || rental.renter_id !== principal.subject) throw new ApiError('not_found', 'no such rental')

@@ -56,7 +56,7 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
   }, o.heartbeatMs)
   heartbeat.unref()
 
-  jsonRoute(parts, 'post', '/v1/rentals/:rental_id/stream-tickets', { access: 'any' }, async ({ principal, params, body }) => {
+  jsonRoute(parts, 'post', '/v1/rentals/:rental_id/stream-tickets', { access: 'renter' }, async ({ principal, params, body }) => {
     noBody(body)
     const rental = ownRental(o.rentals, principal, params[0] as string)
     const ticket = randomBytes(32).toString('base64url')
