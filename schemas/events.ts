@@ -57,7 +57,7 @@ export const RentalEndedEvent = Type.Object(
 export type RentalEndedEvent = Type.Static<typeof RentalEndedEvent>
 
 /**
- * Stream only: the log no longer holds part of what the resume point asked for. Events
+ * Streams and polling: the log no longer holds part of what the resume point asked for. Events
  * after `from_event_id` up to `to_event_id` (included) may have been lost; the receipts
  * API still lists the signals.
  */
