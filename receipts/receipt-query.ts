@@ -160,6 +160,19 @@ export function recordedStatement(receiptIds: readonly string[]): Statement {
   }
 }
 
+/**
+ * Which of `receiptIds` the receipts table itself holds, narrowed by the batch's sources
+ * and emitted_at range (the table's sort key) so the look-up reads a few granules.
+ */
+export function storedReceiptsStatement(sourceIds: readonly string[], receiptIds: readonly string[], fromMs: number, toMs: number): Statement {
+  return {
+    query: `SELECT DISTINCT receipt_id, source_id, test, toUnixTimestamp64Milli(emitted_at) AS emitted_ms FROM receipts
+      WHERE source_id IN {source_ids:Array(String)} AND emitted_at >= fromUnixTimestamp64Milli({from_ms:Int64}, 'UTC')
+        AND emitted_at <= fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC') AND receipt_id IN {receipt_ids:Array(String)} AND signal_id != ''`,
+    params: { source_ids: sourceIds, receipt_ids: receiptIds, from_ms: fromMs, to_ms: toMs },
+  }
+}
+
 /** The sort key of receipts by id, to write a scoring row beside each. */
 export function keysStatement(receiptIds: readonly string[]): Statement {
   return {

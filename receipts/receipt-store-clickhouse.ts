@@ -5,7 +5,7 @@ import type { DisputeStatusInput, OutcomeInput, OutcomeResult, Receipt, ReceiptI
 import { decodeCursor, encodeCursor } from './receipt-cursor.js'
 import { isReceiptId, receiptIdOf } from './receipt-id.js'
 import { readSourceStats } from './receipt-stats.js'
-import { EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, pageKeysStatement, pageStatement, type ReceiptKey, recordedStatement, type Statement } from './receipt-query.js'
+import { EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, pageKeysStatement, pageStatement, type ReceiptKey, recordedStatement, storedReceiptsStatement, type Statement } from './receipt-query.js'
 import type { ExportFormat, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
 import { ReceiptStoreError } from './receipt-store-error.js'
 import { type Migration, migrate } from './schema-migrations.js'
@@ -90,17 +90,17 @@ export class ClickHouseReceiptStore implements ReceiptStore {
     }
   }
 
-  async #insert(what: string, values: readonly Record<string, unknown>[]): Promise<void> {
+  async #insert(what: string, values: readonly Record<string, unknown>[], table = 'receipts'): Promise<void> {
     if (values.length === 0) return
     const conn = this.#c
     try {
-      await conn.client.insert({ table: 'receipts', values: values as Record<string, unknown>[], format: 'JSONEachRow' })
+      await conn.client.insert({ table, values: values as Record<string, unknown>[], format: 'JSONEachRow' })
     } catch (err) {
       throw toStoreError(what, err)
     }
   }
 
-  async record(batch: readonly ReceiptInput[]): Promise<RecordResult> {
+  async record(batch: readonly ReceiptInput[], options: { readonly verify?: boolean } = {}): Promise<RecordResult> {
     if (batch.length > RECORD_BATCH_MAX) throw invalid(`at most ${RECORD_BATCH_MAX} receipts per batch (got ${batch.length})`)
     const fresh = new Map<string, { input: ReceiptInput; emittedMs: number; receivedMs: number }>()
     for (const input of batch) {
@@ -117,6 +117,7 @@ export class ClickHouseReceiptStore implements ReceiptStore {
     // fields (and perhaps another emitted_at, which would make a second row).
     const stored = await this.#rows<{ receipt_id: string }>('looking up recorded receipts', recordedStatement([...fresh.keys()]))
     for (const { receipt_id } of stored) fresh.delete(receipt_id)
+    if (options.verify === true && fresh.size > 0) await this.#relist(fresh)
     const recordedAt = this.#now()
     const rows = [...fresh].map(([receipt_id, { input, emittedMs, receivedMs }]) => ({
       source_id: input.source_id,
@@ -135,6 +136,24 @@ export class ClickHouseReceiptStore implements ReceiptStore {
     }))
     await this.#insert('recording receipts', rows)
     return { recorded: rows.length, alreadyRecorded: batch.length - rows.length }
+  }
+
+  /**
+   * A crash between an insert's receipt rows and the look-up rows its view writes leaves
+   * receipts the look-up does not list: found in the receipts themselves, they are listed
+   * again (so a signal_id reused later is still known) and dropped from `fresh`.
+   */
+  async #relist(fresh: Map<string, { input: ReceiptInput; emittedMs: number }>): Promise<void> {
+    const emitted = [...fresh.values()].map((f) => f.emittedMs)
+    const sources = [...new Set([...fresh.values()].map((f) => f.input.source_id))]
+    const found = await this.#rows<{ receipt_id: string; source_id: string; test: boolean | number; emitted_ms: number }>(
+      'looking up recorded receipts',
+      storedReceiptsStatement(sources, [...fresh.keys()], Math.min(...emitted), Math.max(...emitted)),
+    )
+    if (found.length === 0) return
+    for (const f of found) fresh.delete(f.receipt_id)
+    const rows = found.map((f) => ({ receipt_id: f.receipt_id, source_id: f.source_id, test: Boolean(f.test), emitted_at: Number(f.emitted_ms) }))
+    await this.#insert('listing recorded receipts again', rows, 'receipt_ids')
   }
 
   async get(receiptId: string): Promise<Receipt | undefined> {

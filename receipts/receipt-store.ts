@@ -51,8 +51,14 @@ export type ExportFormat = 'ndjson' | 'csv' | 'parquet'
 export interface ReceiptStore {
   /** Creates or migrates the schema (refusing one newer than this code). Idempotent. */
   open(): Promise<void>
-  /** Records a batch of accepted signals; resolves once the store confirmed the write. */
-  record(batch: readonly ReceiptInput[]): Promise<RecordResult>
+  /**
+   * Records a batch of accepted signals; resolves once the store confirmed the write.
+   * `verify`: the batch may have been written before a crash (the first batch after a
+   * start, or after a failed attempt): also look for its receipts themselves, not only in
+   * the look-up of recorded ids, which a crash between the two writes of an insert can
+   * leave behind; such ids are listed again and nothing is written twice.
+   */
+  record(batch: readonly ReceiptInput[], options?: { readonly verify?: boolean }): Promise<RecordResult>
   /** One receipt by id, test receipts included (the caller decides who may see one). */
   get(receiptId: string): Promise<Receipt | undefined>
   /** One page of receipts in the documented order. Test receipts only with includeTest. */

@@ -55,6 +55,8 @@ export class Recorder {
   #lastError: string | undefined
   /** `time` of the first record of the batch not yet acknowledged. */
   #oldestPending: number | undefined
+  /** The next batch may already be in the store: true at the start and after a failed attempt. */
+  #verifyNext = true
   /** Highest seq reported lost: a nak hands the same loss out again. */
   #lostThrough = 0
   #unknownSince: number | undefined
@@ -169,6 +171,8 @@ export class Recorder {
         if (this.#disputesWaiting) this.#wake()
       } catch (err) {
         consumer.nak()
+        // The failed insert may have landed all the same (the answer was lost, not the write).
+        this.#verifyNext = true
         if (this.#closing) break
         this.#counts.batchesRetried++
         this.#failed(err, backoff, `recording seqs ${records[0]!.seq} to ${records[records.length - 1]!.seq}`)
@@ -243,13 +247,15 @@ export class Recorder {
     if (inputs.length > 0) {
       // Idempotent and cheap once open: a store that could not be opened at start is opened here.
       await this.#o.store.open()
-      const result = await this.#o.store.record(inputs)
+      // The first batch after a start or a failed attempt may already be in the store.
+      const result = await this.#o.store.record(inputs, { verify: this.#verifyNext })
       if (this.#destroyed) return
       this.#counts.recorded += result.recorded
       this.#counts.alreadyRecorded += result.alreadyRecorded
     }
     if (this.#destroyed) return
     await consumer.ack(records[records.length - 1]!.seq)
+    this.#verifyNext = false
     this.#oldestPending = undefined
     this.#unknownSince = undefined
     this.#counts.batchesOk++

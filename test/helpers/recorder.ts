@@ -37,10 +37,10 @@ export class FaultyStore implements ReceiptStore {
     this.#check()
     return this.#store.open()
   }
-  async record(batch: Parameters<ReceiptStore['record']>[0]) {
+  async record(batch: Parameters<ReceiptStore['record']>[0], options?: Parameters<ReceiptStore['record']>[1]) {
     this.recordCalls++
     this.#check()
-    const result = await this.#store.record(batch)
+    const result = await this.#store.record(batch, options)
     if (this.loseConfirmations > 0) {
       this.loseConfirmations--
       throw new ReceiptStoreError('unavailable', 'receipt store: injected lost confirmation (the batch was written)')

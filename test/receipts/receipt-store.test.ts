@@ -170,3 +170,28 @@ t.test('the schema is migrated once and a store newer than the code is refused',
   await s.close()
   await client.command({ query: 'DELETE FROM schema_migrations WHERE version = 99' })
 })
+
+t.test('a crash between the receipts and their look-up rows: a verified record lists them again and writes nothing twice', async (t) => {
+  const { createClient } = await import('@clickhouse/client')
+  const { createChdbConnection } = await import('chdb/connection')
+  const client = createClient({ connection: createChdbConnection({ path: folder.path }) as never })
+  t.teardown(() => client.close())
+  const rawRows = async (source: string) =>
+    Number((await (await client.query({ query: `SELECT count() AS n FROM receipts WHERE source_id = {s:String} AND signal_id != ''`, query_params: { s: source }, format: 'JSONEachRow' })).json<{ n: number | string }>())[0]!.n)
+  // The look-up rows of these receipts lost, as a kill -9 between the two writes of the insert leaves them.
+  const dropLookups = (source: string) => client.command({ query: `DELETE FROM receipt_ids WHERE source_id = {s:String}`, query_params: { s: source } })
+
+  const batch = [30, 31, 32].map((n) => receiptInput(n, { source_id: 'crashed' }))
+  await store.record(batch)
+  await dropLookups('crashed')
+  t.same(await store.record(batch, { verify: true }), { recorded: 0, alreadyRecorded: 3 }, 'found in the receipts themselves')
+  t.equal(await rawRows('crashed'), 3, 'no row written twice')
+  const reused = receiptInput(30, { source_id: 'crashed', emitted_at: '2025-07-01T00:00:00.000Z', received_at: '2025-07-01T00:00:00.100Z' })
+  t.same(await store.record([reused]), { recorded: 0, alreadyRecorded: 1 }, 'listed again: a signal_id reused later is still known')
+
+  // Without verify, the same loss writes the batch again: why the recorder verifies after a start or a failure.
+  const control = [40, 41].map((n) => receiptInput(n, { source_id: 'unverified' }))
+  await store.record(control)
+  await dropLookups('unverified')
+  t.same(await store.record(control), { recorded: 2, alreadyRecorded: 0 })
+})
