@@ -286,8 +286,13 @@ export class Recorder {
       this.#disputesDirty = false
       try {
         await this.#o.store.open()
-        const { waiting } = await this.#disputes.sync(consumer.position())
+        const through = consumer.position()
+        const { waiting } = await this.#disputes.sync(through)
         this.#disputesWaiting = waiting > 0
+        // A batch recorded while this pass ran may be the one a waiting dispute needs, and its
+        // wake-up came before the flag above was set: without this the dispute would wait for
+        // the next batch or registry change, which may never come.
+        if (waiting > 0 && consumer.position() > through) this.#disputesDirty = true
         backoff.reset()
       } catch (err) {
         this.#disputesDirty = true
