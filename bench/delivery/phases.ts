@@ -1,0 +1,215 @@
+import { readFileSync } from 'node:fs'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { apiRequest } from '../../harness/api-request.js'
+import type { BenchGateway } from '../ingest/gateway-process.js'
+import { LatencyHistogram } from '../ingest/histogram.js'
+import type { ProcessSampler } from '../ingest/process-sampler.js'
+import { Pusher } from './pusher.js'
+import { Receiver } from './receivers.js'
+import type { BenchRental, BenchSource } from './setup.js'
+import { openStream, type SseStream } from './sse-client.js'
+
+/**
+ * The four measurements. Each returns plain figures; a phase that could not finish says
+ * why in `notMeasured` instead of a number.
+ */
+
+const vmRssKb = (pid: number): number => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0)
+
+async function waitFor(done: () => boolean, timeoutMs: number): Promise<boolean> {
+  const deadline = performance.now() + timeoutMs
+  while (!done()) {
+    if (performance.now() > deadline) return false
+    await sleep(50)
+  }
+  return true
+}
+
+async function openAll(gw: BenchGateway, rentals: readonly BenchRental[], perRental: number, onEvent: (eventId: string, signalId: string | undefined, at: number) => void, lastEventId?: string, batch = 500): Promise<{ streams: SseStream[]; statuses: Record<string, number> }> {
+  const streams: SseStream[] = []
+  const statuses: Record<string, number> = {}
+  const wanted: [BenchRental, number][] = []
+  for (let k = 0; k < perRental; k++) for (const r of rentals) wanted.push([r, k])
+  for (let i = 0; i < wanted.length; i += batch) {
+    const opened = wanted.slice(i, i + batch).map(([r]) => openStream(gw.url, r.rentalId, r.renterToken, onEvent, lastEventId))
+    for (const status of await Promise.all(opened.map((s) => s.opened))) statuses[status] = (statuses[status] ?? 0) + 1
+    streams.push(...opened)
+  }
+  return { streams, statuses }
+}
+
+export interface LatencyResult {
+  subscribers: number
+  statuses: Record<string, number>
+  signalsSent: number
+  signalsAccepted: number
+  pushSeconds: number
+  expectedDeliveries: number
+  received: number
+  disconnected: number
+  sendToReceive: { p50: number; p99: number; p999: number; max: number }
+  ackToReceive: { p50: number; p99: number; p999: number }
+  gatewayCores: number
+  gatewayMaxRssMb: number
+  lastEventId: number
+}
+
+export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, sources: readonly BenchSource[], rentals: readonly BenchRental[], perRental: number, rate: number, seconds: number): Promise<LatencyResult> {
+  const pusher = new Pusher(gw.url, 'lat')
+  const fromSend = new LatencyHistogram()
+  const fromAck = new LatencyHistogram()
+  let received = 0
+  let lastEventId = 0
+  const late: [string, number][] = []
+  const onEvent = (eventId: string, signalId: string | undefined, at: number) => {
+    lastEventId = Math.max(lastEventId, Number.parseInt(eventId, 10) || 0)
+    if (signalId === undefined) return
+    const sent = pusher.sentAt.get(signalId)
+    if (sent === undefined) return
+    received++
+    fromSend.recordMs(at - sent)
+    const acked = pusher.ackedAt.get(signalId)
+    if (acked !== undefined) fromAck.recordMs(Math.max(0, at - acked))
+    else late.push([signalId, at]) // arrived before its 202: 0 ms after the ack
+  }
+  const { streams, statuses } = await openAll(gw, rentals, perRental, onEvent)
+  const open = streams.filter((s) => !s.closedByServer).length
+  const perSource = rentals.length / sources.length
+  sampler.beginWindow()
+  const t0 = performance.now()
+  await pusher.pushAtRate(sources, rate, seconds)
+  const pushSeconds = (performance.now() - t0) / 1000
+  const expected = pusher.accepted * perSource * perRental
+  await waitFor(() => received >= expected, 15_000)
+  const usage = sampler.endWindow()
+  for (const _ of late) fromAck.recordMs(0)
+  const disconnected = streams.filter((s) => s.closedByServer).length
+  for (const s of streams) s.close()
+  pusher.close()
+  const q = (h: LatencyHistogram, p: number) => Number(h.quantileMs(p).toFixed(2))
+  return {
+    subscribers: open,
+    statuses,
+    signalsSent: rate * seconds,
+    signalsAccepted: pusher.accepted,
+    pushSeconds: Number(pushSeconds.toFixed(2)),
+    expectedDeliveries: expected,
+    received,
+    disconnected,
+    sendToReceive: { p50: q(fromSend, 0.5), p99: q(fromSend, 0.99), p999: q(fromSend, 0.999), max: Number((fromSend.maxUs / 1000).toFixed(2)) },
+    ackToReceive: { p50: q(fromAck, 0.5), p99: q(fromAck, 0.99), p999: q(fromAck, 0.999) },
+    gatewayCores: Number((usage.mainCores + usage.otherCores).toFixed(2)),
+    gatewayMaxRssMb: Number(usage.maxRssMb.toFixed(1)),
+    lastEventId,
+  }
+}
+
+export interface IdleResult {
+  wanted: number
+  open: number
+  statuses: Record<string, number>
+  rssBeforeMb: number
+  rssAfterMb: number
+  bytesPerConnection: number
+  openSeconds: number
+}
+
+export async function idlePhase(gw: BenchGateway, rentals: readonly BenchRental[], perRental: number, lastEventId: number): Promise<IdleResult> {
+  await sleep(2000) // the latency phase's closed streams are gone and their buffers freed
+  const before = vmRssKb(gw.pid)
+  const t0 = performance.now()
+  const { streams, statuses } = await openAll(gw, rentals, perRental, () => {}, String(lastEventId))
+  const openSeconds = (performance.now() - t0) / 1000
+  await sleep(3000)
+  const open = streams.filter((s) => !s.closedByServer).length
+  const after = vmRssKb(gw.pid)
+  for (const s of streams) s.close()
+  return {
+    wanted: rentals.length * perRental,
+    open,
+    statuses,
+    rssBeforeMb: Number((before / 1024).toFixed(1)),
+    rssAfterMb: Number((after / 1024).toFixed(1)),
+    bytesPerConnection: open === 0 ? Number.NaN : Math.round(((after - before) * 1024) / open),
+    openSeconds: Number(openSeconds.toFixed(2)),
+  }
+}
+
+export interface ReplayResult {
+  behind: number
+  received: number
+  seconds: number
+  eventsPerSecond: number
+}
+
+export async function replayPhase(gw: BenchGateway, source: BenchSource, rental: BenchRental, behind: number): Promise<ReplayResult> {
+  const pusher = new Pusher(gw.url, 'replay')
+  await pusher.pushMany([source], behind)
+  pusher.close()
+  if (pusher.accepted !== behind) throw new Error(`replay: ${pusher.accepted} of ${behind} signals accepted`)
+  let received = 0
+  let doneAt = 0
+  const t0 = performance.now()
+  // "0": resume after log position 0, so everything of the rental, which began just before these signals.
+  const stream = openStream(gw.url, rental.rentalId, rental.renterToken, (_id, signalId, at) => {
+    if (signalId !== undefined && ++received === behind) doneAt = at
+  }, '0')
+  if ((await stream.opened) !== 200) throw new Error('replay: stream refused')
+  await waitFor(() => received >= behind || stream.closedByServer, 120_000)
+  stream.close()
+  const seconds = ((doneAt || performance.now()) - t0) / 1000
+  return { behind, received, seconds: Number(seconds.toFixed(3)), eventsPerSecond: Math.round(received / seconds) }
+}
+
+export interface WebhookResult {
+  endpoints: number
+  failingEndpoints: number
+  signals: number
+  expected: number
+  delivered: number
+  failedAttempts: number
+  seconds: number
+  deliveriesPerSecond: number
+}
+
+export async function setWebhooks(gw: BenchGateway, rentals: readonly BenchRental[]): Promise<Receiver[]> {
+  const receivers: Receiver[] = []
+  for (const r of rentals) {
+    const receiver = new Receiver()
+    const url = await receiver.listen()
+    const res = await apiRequest(gw.url, 'PUT', `/v1/rentals/${r.rentalId}/webhook`, { token: r.renterToken, body: { url } })
+    if (res.status !== 200) throw new Error(`webhook: ${res.status} ${JSON.stringify(res.body)}`)
+    receivers.push(receiver)
+  }
+  return receivers
+}
+
+/** `signals` pushed over `sources`; each reaches rentals/sources endpoints; counts what the healthy receivers got. */
+export async function webhookPhase(gw: BenchGateway, sources: readonly BenchSource[], rentals: readonly BenchRental[], receivers: Receiver[], signals: number, failingEvery: number, tag: string): Promise<WebhookResult> {
+  receivers.forEach((r, i) => {
+    // every 11th (0, 11, ..., 99): one rental of each of 10 sources when rental i is on source i mod 10
+    r.failing = failingEvery > 0 && i % failingEvery === 0
+    r.delivered = r.failed = r.firstAt = r.lastAt = 0
+  })
+  const perSource = rentals.length / sources.length
+  const healthyEndpoints = receivers.filter((r) => !r.failing).length
+  const expected = signals * (healthyEndpoints / rentals.length) * perSource
+  const delivered = () => receivers.reduce((n, r) => n + r.delivered, 0)
+  const pusher = new Pusher(gw.url, tag)
+  const t0 = performance.now()
+  await pusher.pushMany(sources, signals)
+  pusher.close()
+  await waitFor(() => delivered() >= expected, 120_000)
+  const lastAt = Math.max(...receivers.map((r) => r.lastAt))
+  const seconds = (Math.max(lastAt, t0 + 1) - t0) / 1000
+  return {
+    endpoints: receivers.length,
+    failingEndpoints: receivers.length - healthyEndpoints,
+    signals: pusher.accepted,
+    expected,
+    delivered: delivered(),
+    failedAttempts: receivers.reduce((n, r) => n + r.failed, 0),
+    seconds: Number(seconds.toFixed(2)),
+    deliveriesPerSecond: Math.round(delivered() / seconds),
+  }
+}
