@@ -43,6 +43,8 @@ export interface LatencyResult {
   statuses: Record<string, number>
   signalsSent: number
   signalsAccepted: number
+  rejected: Record<number, number>
+  firstRejection: string | null
   pushSeconds: number
   expectedDeliveries: number
   received: number
@@ -92,6 +94,8 @@ export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, so
     statuses,
     signalsSent: rate * seconds,
     signalsAccepted: pusher.accepted,
+    rejected: pusher.rejections,
+    firstRejection: pusher.firstRejection ?? null,
     pushSeconds: Number(pushSeconds.toFixed(2)),
     expectedDeliveries: expected,
     received,
@@ -165,11 +169,16 @@ export interface WebhookResult {
   endpoints: number
   failingEndpoints: number
   signals: number
+  rejected: Record<number, number>
+  firstRejection: string | null
   expected: number
   delivered: number
   failedAttempts: number
   seconds: number
+  /** From the first push to the last delivery. */
   deliveriesPerSecond: number
+  /** From the first delivery to the last. */
+  fromFirstDeliveryPerSecond: number
 }
 
 export async function setWebhooks(gw: BenchGateway, rentals: readonly BenchRental[]): Promise<Receiver[]> {
@@ -193,23 +202,28 @@ export async function webhookPhase(gw: BenchGateway, sources: readonly BenchSour
   })
   const perSource = rentals.length / sources.length
   const healthyEndpoints = receivers.filter((r) => !r.failing).length
-  const expected = signals * (healthyEndpoints / rentals.length) * perSource
   const delivered = () => receivers.reduce((n, r) => n + r.delivered, 0)
   const pusher = new Pusher(gw.url, tag)
   const t0 = performance.now()
   await pusher.pushMany(sources, signals)
   pusher.close()
-  await waitFor(() => delivered() >= expected, 120_000)
+  // Sources are pushed round-robin, so each healthy endpoint expects accepted / sources.
+  const expected = Math.round(pusher.accepted * (healthyEndpoints / rentals.length) * perSource)
+  await waitFor(() => delivered() >= expected, 60_000)
   const lastAt = Math.max(...receivers.map((r) => r.lastAt))
+  const firstAt = Math.min(...receivers.filter((r) => r.firstAt > 0).map((r) => r.firstAt))
   const seconds = (Math.max(lastAt, t0 + 1) - t0) / 1000
   return {
     endpoints: receivers.length,
     failingEndpoints: receivers.length - healthyEndpoints,
     signals: pusher.accepted,
+    rejected: pusher.rejections,
+    firstRejection: pusher.firstRejection ?? null,
     expected,
     delivered: delivered(),
     failedAttempts: receivers.reduce((n, r) => n + r.failed, 0),
     seconds: Number(seconds.toFixed(2)),
     deliveriesPerSecond: Math.round(delivered() / seconds),
+    fromFirstDeliveryPerSecond: Math.round(delivered() / Math.max(1e-3, (lastAt - firstAt) / 1000)),
   }
 }

@@ -19,6 +19,10 @@ export class Pusher {
   readonly ackedAt = new Map<string, number>()
   accepted = 0
   rejected = 0
+  /** The first answer that was not 202, to explain the counts. */
+  firstRejection: string | undefined
+  /** Status (0: connection error) -> count, of the answers that were not 202. */
+  readonly rejections: Record<number, number> = {}
   #n = 0
 
   constructor(url: string, readonly tag: string) {
@@ -27,7 +31,8 @@ export class Pusher {
 
   /** One signed signal for `source`; resolves with the status (0 on a connection error). */
   push(source: BenchSource, track = true): Promise<number> {
-    const signalId = `bd-${this.tag}-${this.#n++}`
+    // signal_id takes 8 to 128 characters: the counter is padded.
+    const signalId = `bd-${this.tag}-${String(this.#n++).padStart(7, '0')}`
     const signed = signPush({
       sourceId: source.sourceId,
       keyId: source.keyId,
@@ -36,12 +41,18 @@ export class Pusher {
     })
     return new Promise((resolve) => {
       const req = request({ host: '127.0.0.1', port: this.#port, method: 'POST', path: signed.path, agent: this.#agent, headers: { ...signed.headers, 'content-length': signed.body.length } }, (res) => {
-        res.resume()
+        let body = ''
+        res.setEncoding('utf8')
+        res.on('data', (c: string) => (body += c))
         res.on('end', () => {
+          if (res.statusCode !== 202 && res.statusCode !== 200 && this.firstRejection === undefined) this.firstRejection = `${res.statusCode} ${body.slice(0, 300)}`
           if (res.statusCode === 202 || res.statusCode === 200) {
             this.accepted++
             if (track) this.ackedAt.set(signalId, performance.now())
-          } else this.rejected++
+          } else {
+            this.rejected++
+            this.rejections[res.statusCode ?? 0] = (this.rejections[res.statusCode ?? 0] ?? 0) + 1
+          }
           resolve(res.statusCode ?? 0)
         })
       })
