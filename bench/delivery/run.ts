@@ -1,3 +1,4 @@
+import { loadavg } from 'node:os'
 import { startBenchGateway, type BenchGateway } from '../ingest/gateway-process.js'
 import { machineLines, openFileLimit, filesystemOf } from '../ingest/machine-info.js'
 import { ProcessSampler } from '../ingest/process-sampler.js'
@@ -20,6 +21,8 @@ const num = (name: string, fallback: number) => Number(process.env[name] ?? fall
 const SOURCES = 10
 const RENTALS = 100
 const SUBSCRIBERS_PER_RENTAL = 10
+/** Streams per rental whose events are parsed and timed; the others are read and discarded unparsed. */
+const PARSED_PER_RENTAL = num('BENCH_PARSED_PER_RENTAL', 1)
 const RATE = num('BENCH_RATE', 1000)
 const SECONDS = num('BENCH_SECONDS', 10)
 const IDLE = num('BENCH_IDLE', 10_000)
@@ -40,11 +43,12 @@ async function phase<T>(name: string, run: () => Promise<T>): Promise<T | { notM
   }
 }
 
-const has = <K extends string>(r: object, key: K): r is Record<K, any> => key in r
-
 async function main(): Promise<void> {
   const started = new Date()
   for (const line of machineLines()) console.log(line)
+  // The machine may be shared: the load before and after says how much of it the bench had.
+  const load = () => loadavg().map((l) => l.toFixed(2)).join(' ')
+  console.log(`load average at start: ${load()}`)
   const limit = openFileLimit()
   // 10,000 idle streams need a descriptor each on both sides; children inherit this limit.
   const idleCount = limit !== undefined && limit.soft < IDLE + 1000 ? Math.max(0, limit.soft - 1000) : IDLE
@@ -60,14 +64,12 @@ async function main(): Promise<void> {
     const rentals = await benchRentals(gw, 'del', sources, RENTALS)
     console.log(`setup: ${SOURCES} sources, ${RENTALS} rentals (${RENTALS / SOURCES} per source), gateway RSS ${(sampler.endWindow().maxRssMb).toFixed(1)} MB`)
 
-    const latency = await phase('latency', () => latencyPhase(gw, sampler, sources, rentals, SUBSCRIBERS_PER_RENTAL, RATE, SECONDS))
-    results['latency'] = latency
-    const lastEventId = has(latency, 'lastEventId') ? (latency.lastEventId as number) : 0
-    results['idle'] = await phase('idle', () => idlePhase(gw, rentals, Math.floor(idleCount / RENTALS), lastEventId))
+    results['idle'] = await phase('idle', () => idlePhase(gw, rentals, Math.floor(idleCount / RENTALS)))
+    results['latency'] = await phase('latency', () => latencyPhase(gw, sampler, sources, rentals, SUBSCRIBERS_PER_RENTAL, PARSED_PER_RENTAL, RATE, SECONDS))
     results['replay'] = await phase('replay', async () => replayPhase(gw, replaySource, await benchRental(gw, 'del_replay', replaySource.sourceId), REPLAY))
     const receivers = await setWebhooks(gw, rentals)
-    results['webhooks'] = await phase('webhooks', () => webhookPhase(gw, sources, rentals, receivers, WEBHOOK_SIGNALS, 0, 'wh'))
-    results['webhooksFailingTenth'] = await phase('webhooks, a tenth failing', () => webhookPhase(gw, sources, rentals, receivers, WEBHOOK_SIGNALS, 11, 'whf'))
+    results['webhooks'] = await phase('webhooks', () => webhookPhase(gw, sampler, sources, rentals, receivers, WEBHOOK_SIGNALS, 0, 'wh'))
+    results['webhooksFailingTenth'] = await phase('webhooks, a tenth failing', () => webhookPhase(gw, sampler, sources, rentals, receivers, WEBHOOK_SIGNALS, 11, 'whf'))
     await Promise.all(receivers.map((r) => r.close()))
   } finally {
     sampler.stop()
@@ -87,8 +89,9 @@ async function main(): Promise<void> {
     webhookDeliveriesPerSecond: verdict(w?.deliveriesPerSecond, (v) => v >= GOALS.webhookDeliveriesPerSecond),
     webhookDeliveriesPerSecondTenthFailing: verdict(wf?.deliveriesPerSecond, (v) => v >= GOALS.webhookDeliveriesPerSecond),
   }
+  console.log(`load average at end: ${load()}`)
   console.log(`goals: ${JSON.stringify(goals)}`)
-  console.log(JSON.stringify({ bench: 'delivery', date: started.toISOString(), config: { sources: SOURCES, rentals: RENTALS, subscribersPerRental: SUBSCRIBERS_PER_RENTAL, rate: RATE, seconds: SECONDS, idle: idleCount, replay: REPLAY, webhookSignals: WEBHOOK_SIGNALS }, goals, results }))
+  console.log(JSON.stringify({ bench: 'delivery', date: started.toISOString(), config: { sources: SOURCES, rentals: RENTALS, subscribersPerRental: SUBSCRIBERS_PER_RENTAL, parsedPerRental: PARSED_PER_RENTAL, rate: RATE, seconds: SECONDS, idle: idleCount, replay: REPLAY, webhookSignals: WEBHOOK_SIGNALS }, goals, results }))
 }
 
 main().catch((err) => {
