@@ -108,14 +108,22 @@ t.test('gauges are read when scraped, and two gateways in one process keep their
   t.equal(sampleValue(parsePrometheusText(await b.exposition()), 'sgw_ingest_accepted_total', { deduplicated: 'false' }), 1)
 })
 
+/**
+ * Bytes a call below which a path allocates nothing per call: the smallest object V8 makes
+ * (a boxed number) is 12 to 16 bytes, so a per-call allocation shows as 12 or more, while a
+ * loaded machine's one-off allocations (compilation, inline caches) spread over 20,000
+ * calls measured up to about 2 bytes a call.
+ */
+const ALLOCATION_NOISE_BYTES = 6
+
 t.test('the per-request metric calls allocate nothing, where prom-client called per request would', async (t) => {
   // A child process: it needs --expose-gc and a young generation large enough that no
   // collection runs while it counts bytes.
   const bench = fileURLToPath(new URL('../../dist/bench/metrics-hot-path.js', import.meta.url))
   const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', '--min-semi-space-size=64', '--max-semi-space-size=64', bench, '--json', '20000'], { timeout: 60_000 })
   const results = JSON.parse(stdout) as Record<string, { nsPerCall: number; bytesPerCall: number }>
-  t.ok((results['gateway: accepted + latency'] as { bytesPerCall: number }).bytesPerCall < 1, `accepted(): ${results['gateway: accepted + latency']?.bytesPerCall} bytes a call`)
-  t.ok((results['gateway: refused'] as { bytesPerCall: number }).bytesPerCall < 1, `refused(): ${results['gateway: refused']?.bytesPerCall} bytes a call`)
+  t.ok((results['gateway: accepted + latency'] as { bytesPerCall: number }).bytesPerCall < ALLOCATION_NOISE_BYTES, `accepted(): ${results['gateway: accepted + latency']?.bytesPerCall} bytes a call`)
+  t.ok((results['gateway: refused'] as { bytesPerCall: number }).bytesPerCall < ALLOCATION_NOISE_BYTES, `refused(): ${results['gateway: refused']?.bytesPerCall} bytes a call`)
   t.ok((results['prom-client: child inc + observe'] as { bytesPerCall: number }).bytesPerCall > 50, 'the measurement sees allocation where there is some')
 })
 
