@@ -64,7 +64,8 @@ export interface ReceiptStore {
   /** One page of receipts in the documented order. Test receipts only with includeTest. */
   list(query: ReceiptListQuery): Promise<ReceiptPage>
   /**
-   * Every receipt matching the filter, newest first, as the bytes of the chosen format
+   * Every receipt matching the filter, in the table's order (source_id, then emitted_at and
+   * receipt_id ascending), as the bytes of the chosen format
    * (NDJSON, CSV with a header line, Parquet), produced by ClickHouse itself and pulled
    * chunk by chunk as the consumer reads. Aborting `signal` (or returning early from the
    * iteration) stops the query. Never includes test receipts.

@@ -3,20 +3,8 @@
  * names are the read API's. Timestamps are ISO 8601 UTC with milliseconds
  * (`2025-01-02T03:04:05.678Z`).
  */
-export interface Receipt {
+export interface Receipt extends ReceiptInput {
   readonly receipt_id: string
-  readonly source_id: string
-  readonly agent_id: string
-  readonly signal_id: string
-  readonly key_id: string
-  readonly token: string
-  readonly severity: string
-  readonly confidence: number | null
-  readonly note: string | null
-  /** The payload's `ts`. */
-  readonly emitted_at: string
-  /** When the gateway accepted the signal (its 202's `received_at`). */
-  readonly received_at: string
   /** When the store first recorded it. */
   readonly recorded_at: string
   readonly window_start: string | null
@@ -24,8 +12,6 @@ export interface Receipt {
   readonly baseline: number | null
   readonly outcome: Outcome
   readonly dispute_status: DisputeStatus
-  /** A pending key's test signal: shown to its creator only, never listed for others nor exported. */
-  readonly test: boolean
 }
 
 export const OUTCOMES = ['pending', 'hit', 'miss', 'void'] as const
@@ -35,7 +21,12 @@ export type ScoredOutcome = Exclude<Outcome, 'pending'>
 export const DISPUTE_STATUSES = ['none', 'open', 'disputed', 'rejected'] as const
 export type DisputeStatus = (typeof DISPUTE_STATUSES)[number]
 
-/** What the recorder hands the store for one accepted signal (from its log record and the source's agent). */
+/**
+ * What the recorder hands the store for one accepted signal (from its log record and the
+ * source's agent); a receipt carries these fields as given. `emitted_at` is the payload's
+ * `ts`; `received_at` the 202's; `test` marks a pending key's test signal, shown to its
+ * creator only, never listed for others nor exported.
+ */
 export interface ReceiptInput {
   readonly source_id: string
   readonly agent_id: string
