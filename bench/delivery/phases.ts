@@ -8,7 +8,7 @@ import { Pusher } from './pusher.js'
 import { Receiver } from './receivers.js'
 import type { BenchRental, BenchSource } from './setup.js'
 import { openDrainStream } from './drain-stream.js'
-import { openStream, type SseStream } from './sse-client.js'
+import { openStream, type OnEvent, type SseStream } from './sse-client.js'
 
 /**
  * The four measurements. Each returns plain figures; a phase that could not finish says
@@ -27,7 +27,7 @@ async function waitFor(done: () => boolean, timeoutMs: number): Promise<boolean>
 }
 
 /** `perRental` streams per rental; the first `parsedPerRental` of each rental parsed and handed to `onEvent`, the rest drained unparsed. */
-async function openAll(gw: BenchGateway, rentals: readonly BenchRental[], perRental: number, parsedPerRental: number, onEvent: (eventId: string, signalId: string | undefined, at: number) => void, lastEventId?: string, batch = 500): Promise<{ streams: SseStream[]; statuses: Record<string, number> }> {
+async function openAll(gw: BenchGateway, rentals: readonly BenchRental[], perRental: number, parsedPerRental: number, onEvent: OnEvent, lastEventId?: string, batch = 500): Promise<{ streams: SseStream[]; statuses: Record<string, number> }> {
   const streams: SseStream[] = []
   const statuses: Record<string, number> = {}
   const wanted: [BenchRental, number][] = []
@@ -55,6 +55,8 @@ export interface LatencyResult {
   expectedDeliveries: number
   received: number
   disconnected: number
+  /** From the gateway's received_at (epoch ms, the gateway's clock) to arrival (the same machine's clock): the headline. */
+  acceptToReceive: { p50: number; p99: number; p999: number; max: number }
   sendToReceive: { p50: number; p99: number; p999: number; max: number }
   ackToReceive: { p50: number; p99: number; p999: number }
   gatewayCores: number
@@ -68,16 +70,23 @@ export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, so
   const pusher = new Pusher(gw.url, 'lat')
   const fromSend = new LatencyHistogram()
   const fromAck = new LatencyHistogram()
+  const fromAccept = new LatencyHistogram()
+  // Arrival as epoch ms on the system clock the gateway stamps received_at with; taken once,
+  // so the monotonic arrival times convert without a Date.now() per event.
+  const epochOffset = Date.now() - performance.now()
   let received = 0
   let lastEventId = 0
   const late: [string, number][] = []
-  const onEvent = (eventId: string, signalId: string | undefined, at: number) => {
+  const onEvent: OnEvent = (eventId, signalId, at, receivedAt) => {
     lastEventId = Math.max(lastEventId, Number.parseInt(eventId, 10) || 0)
     if (signalId === undefined) return
     const sent = pusher.sentAt.get(signalId)
     if (sent === undefined) return
     received++
     fromSend.recordMs(at - sent)
+    // received_at is whole milliseconds, rounded down: this reads up to 1 ms high, never low.
+    const acceptedAt = receivedAt === undefined ? Number.NaN : Date.parse(receivedAt)
+    if (Number.isFinite(acceptedAt)) fromAccept.recordMs(Math.max(0, at + epochOffset - acceptedAt))
     const acked = pusher.ackedAt.get(signalId)
     if (acked !== undefined) fromAck.recordMs(Math.max(0, at - acked))
     else late.push([signalId, at]) // arrived before its 202: 0 ms after the ack
@@ -114,6 +123,7 @@ export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, so
     expectedDeliveries: expected,
     received,
     disconnected,
+    acceptToReceive: { p50: q(fromAccept, 0.5), p99: q(fromAccept, 0.99), p999: q(fromAccept, 0.999), max: Number((fromAccept.maxUs / 1000).toFixed(2)) },
     sendToReceive: { p50: q(fromSend, 0.5), p99: q(fromSend, 0.99), p999: q(fromSend, 0.999), max: Number((fromSend.maxUs / 1000).toFixed(2)) },
     ackToReceive: { p50: q(fromAck, 0.5), p99: q(fromAck, 0.99), p999: q(fromAck, 0.999) },
     gatewayCores: Number((usage.mainCores + usage.otherCores).toFixed(2)),

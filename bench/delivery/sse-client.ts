@@ -3,12 +3,16 @@ import { Agent, request, type ClientRequest } from 'node:http'
 /**
  * A minimal server-sent events reader on node:http, one per connection: far lighter than
  * an EventSource per connection, which matters at 10,000 streams in one client process.
- * It hands each event's id and its signal_id (found without parsing the whole JSON) to
- * `onEvent`, with the arrival time taken as soon as the chunk is read.
+ * It hands each event's id, its signal_id and its received_at (found without parsing the
+ * whole JSON) to `onEvent`, with the arrival time (performance.now()) taken as soon as the
+ * chunk is read.
  */
 
 const noAgent = new Agent({ keepAlive: false, maxSockets: Infinity })
 const SIGNAL_ID = /"signal_id":"([^"]+)"/
+const RECEIVED_AT = /"received_at":"([^"]+)"/
+
+export type OnEvent = (eventId: string, signalId: string | undefined, at: number, receivedAt: string | undefined) => void
 
 export interface SseStream {
   readonly opened: Promise<number>
@@ -17,7 +21,7 @@ export interface SseStream {
   close(): void
 }
 
-export function openStream(url: string, rentalId: string, token: string, onEvent: (eventId: string, signalId: string | undefined, at: number) => void, lastEventId?: string): SseStream {
+export function openStream(url: string, rentalId: string, token: string, onEvent: OnEvent, lastEventId?: string): SseStream {
   const u = new URL(url)
   let req: ClientRequest
   let resolveOpened!: (status: number) => void
@@ -47,7 +51,7 @@ export function openStream(url: string, rentalId: string, token: string, onEvent
         if (!frame.startsWith('id: ')) continue // retry:, ping comments
         const eventId = frame.slice(4, frame.indexOf('\n'))
         stream.events++
-        onEvent(eventId, SIGNAL_ID.exec(frame)?.[1], at)
+        onEvent(eventId, SIGNAL_ID.exec(frame)?.[1], at, RECEIVED_AT.exec(frame)?.[1])
       }
     })
     res.on('end', () => (stream.closedByServer = true))
