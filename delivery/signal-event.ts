@@ -30,10 +30,10 @@ export function signalAcceptedEvent(record: SignalRecord, rentalId: string, seq:
  * another source's, a test signal, or received outside the rental's span (before
  * starts_at, or from its end on). Pass the rental as it stands now, so an end is seen.
  */
-export function rentalEventOf(log: LogRecord, rental: RentalRecord): SignalAcceptedEvent | undefined {
+export function rentalEventOf(log: LogRecord, rental: RentalRecord, decodeRecord: (data: Uint8Array) => SignalRecord | undefined = decode): SignalAcceptedEvent | undefined {
   // The log's own source tag skips other sources without decoding them ('' in old journals: decode).
   if (log.sourceId !== '' && log.sourceId !== rental.source_id) return undefined
-  const record = decode(log.data)
+  const record = decodeRecord(log.data)
   if (record === undefined || record.source_id !== rental.source_id || record.test) return undefined
   const received = Date.parse(record.received_at)
   if (Number.isNaN(received) || !isActive(rental, received)) return undefined
@@ -52,7 +52,8 @@ export function rentalEndedEvent(rental: RentalRecord, afterSeq: number): Rental
   }
 }
 
-function decode(data: Uint8Array): SignalRecord | undefined {
+/** The signal record in a log record's data, or undefined when it is not one. */
+export function decode(data: Uint8Array): SignalRecord | undefined {
   try {
     return decodeSignalRecord(data)
   } catch {

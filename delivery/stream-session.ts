@@ -4,7 +4,8 @@ import type { DeliveryEvent, StreamGapEvent } from '../schemas/index.js'
 import { signalEventId } from './event-id.js'
 import type { LiveTail } from './live-tail.js'
 import { scanRentalEvents } from './log-scan.js'
-import { rentalEndedEvent, rentalEventOf } from './signal-event.js'
+import { sharedRentalEvent } from './shared-events.js'
+import { rentalEndedEvent } from './signal-event.js'
 
 /** Where a stream's events go: an SSE response. `send` returns false once the stream is to stop (the reader is too slow, or gone). */
 export interface EventSink {
@@ -110,7 +111,8 @@ export class StreamSession {
       if (rental === undefined) return this.#close()
       for (const r of p.records) {
         if (r.seq <= this.#cursor) continue
-        const event = rentalEventOf(r, rental)
+        // Made once per record and rental: the rental's other streams get the same object.
+        const event = sharedRentalEvent(r, rental)
         this.#cursor = r.seq
         if (event !== undefined && !this.#send(event)) return this.stop()
       }

@@ -2,24 +2,45 @@ import type { EventSink } from '../../delivery/index.js'
 import type { DeliveryEvent } from '../../schemas/index.js'
 import type { Reply } from '../http/reply.js'
 import type { HttpResponse } from '../http/uws.js'
+import type { FlushScheduler, Flushable } from './sse-flush.js'
+import { PING_FRAME, sseFrame } from './sse-frame.js'
 
 /**
- * An event stream over one uWS response. A write the socket cannot take is kept by uWS;
- * later frames wait in this sink's queue until `onWritable`. The queue is bounded by
- * `limitBytes`: a reader that falls that far behind is disconnected (it resumes from its
- * last event id), so a slow reader costs a bounded buffer and never slows the others.
+ * Queued bytes that are written at once rather than at the end of the turn: uWS's cork
+ * buffer holds 16 KB, so a larger burst (a replay step) would go out in pieces anyway,
+ * and writing it now keeps what waits unflushed small next to the slow-reader limit.
  */
-export class SseSink implements EventSink {
+const FLUSH_NOW_BYTES = 16 * 1024
+
+/**
+ * An event stream over one uWS response. Frames are queued and written once per
+ * event-loop turn by the `FlushScheduler`, inside one cork, so a burst of events costs
+ * the stream one send() rather than one per event. A write the socket cannot take is
+ * kept by uWS; frames after it wait in this sink's queue until `onWritable`. The queue,
+ * frames not yet flushed included, is bounded by `limitBytes`: a reader that falls that
+ * far behind is disconnected (it resumes from its last event id), so a slow reader costs
+ * a bounded buffer and never slows the others.
+ */
+export class SseSink implements EventSink, Flushable {
   closed = false
-  #queue: string[] = []
+  /** Frames not yet handed to uWS, oldest first; `#head` is the first of them. */
+  #frames: Buffer[] = []
+  #head = 0
   #queued = 0
+  /** uWS holds bytes the socket did not take: nothing more is written before `onWritable`. */
   #blocked = false
+  /** onWritable is registered (once: uWS keeps it, and replacing it from inside itself is unsafe). */
+  #watching = false
+  /** In the scheduler's list for this turn. */
+  #scheduled = false
+  #finished = false
   #waiters: (() => void)[] = []
 
   constructor(
     private readonly res: HttpResponse,
     private readonly reply: Reply,
     private readonly limitBytes: number,
+    private readonly scheduler: FlushScheduler,
     private readonly onSent: () => void,
     private readonly onSlow: () => void,
     /** Once, when the stream is over whichever way. */
@@ -40,19 +61,19 @@ export class SseSink implements EventSink {
   }
 
   send(event: DeliveryEvent): boolean {
-    const ok = this.#write(`id: ${event.event_id}\nevent: ${event.event}\ndata: ${JSON.stringify(event)}\n\n`)
+    const ok = this.#queue(sseFrame(event))
     if (ok) this.onSent()
     return ok
   }
 
-  /** A comment line: keeps proxies and the client from taking a quiet stream for a dead one. */
+  /** A comment line, when nothing else is on its way: frames waiting already show the connection is alive. */
   ping(): void {
-    // Skipped while frames wait: the connection is not idle, and the ping would only add to the queue.
-    if (!this.#blocked) this.#write(': ping\n\n')
+    if (!this.#blocked && this.#queued === 0) this.#queue(PING_FRAME)
   }
 
+  /** Resolves once everything sent has been handed to uWS and the socket takes more (or the stream is over). */
   writable(): Promise<void> {
-    if (!this.#blocked || this.closed) return Promise.resolve()
+    if (this.closed || (!this.#blocked && this.#queued === 0)) return Promise.resolve()
     return new Promise((resolve) => this.#waiters.push(resolve))
   }
 
@@ -60,8 +81,7 @@ export class SseSink implements EventSink {
     if (this.closed) return
     this.closed = true
     // What waits in the queue goes first; the response ends after it.
-    const rest = this.#queue.join('')
-    this.#queue = []
+    const rest = this.#take()
     this.res.cork(() => this.res.end(rest))
     this.#finish()
   }
@@ -69,52 +89,103 @@ export class SseSink implements EventSink {
   /** The client went away (uWS's onAborted): nothing more may touch the response. */
   aborted(): void {
     this.closed = true
+    this.#clear()
     this.#finish()
   }
 
-  #write(text: string): boolean {
+  /** The scheduler's turn: everything queued, in one cork, until the socket pushes back. */
+  flush(): void {
+    this.#scheduled = false
+    if (this.closed || this.#blocked) return
+    this.res.cork(() => this.#writeQueued())
+    if (!this.#blocked) this.#wakeWaiters()
+  }
+
+  #queue(frame: Buffer): boolean {
     if (this.closed) return false
-    if (this.#blocked) {
-      this.#queue.push(text)
-      this.#queued += Buffer.byteLength(text)
-      if (this.#queued > this.limitBytes) {
-        this.onSlow()
-        this.closed = true
-        this.#queue = []
-        this.res.close()
-        this.#finish()
-        return false
-      }
-      return true
+    this.#frames.push(frame)
+    this.#queued += frame.length
+    if (!this.#blocked && this.#queued >= FLUSH_NOW_BYTES) this.res.cork(() => this.#writeQueued())
+    if (this.#queued > this.limitBytes) {
+      this.#cut()
+      return false
     }
-    let ok = true
-    this.res.cork(() => {
-      ok = this.res.write(text)
-    })
-    if (!ok) {
-      this.#blocked = true
-      this.res.onWritable(() => this.#drain())
+    if (!this.#blocked && this.#queued > 0 && !this.#scheduled) {
+      this.#scheduled = true
+      this.scheduler.add(this)
     }
     return true
   }
 
-  #drain(): boolean {
-    if (this.closed) return true
-    this.#blocked = false
-    while (this.#queue.length > 0) {
-      const text = this.#queue.shift() as string
-      this.#queued -= Buffer.byteLength(text)
-      if (!this.res.write(text)) {
+  /** Hands queued frames to uWS until one is refused (uWS keeps that one's unsent part); the rest waits for onWritable. */
+  #writeQueued(): boolean {
+    while (this.#head < this.#frames.length) {
+      const frame = this.#frames[this.#head] as Buffer
+      this.#head++
+      this.#queued -= frame.length
+      if (!this.res.write(frame)) {
+        this.#compact()
         this.#blocked = true
-        return true
+        if (!this.#watching) {
+          this.#watching = true
+          this.res.onWritable(() => this.#drain())
+        }
+        return false
       }
     }
-    for (const w of this.#waiters.splice(0)) w()
+    this.#frames = []
+    this.#head = 0
     return true
+  }
+
+  /** uWS's onWritable: false tells uWS a write just failed, so it does not try to send again itself. */
+  #drain(): boolean {
+    if (this.closed || !this.#blocked) return true
+    let wrote = true
+    this.res.cork(() => {
+      this.#blocked = false
+      wrote = this.#writeQueued()
+    })
+    if (wrote) this.#wakeWaiters()
+    return wrote
+  }
+
+  /** The reader is too far behind: disconnect; it resumes from its last event id. */
+  #cut(): void {
+    this.onSlow()
+    this.closed = true
+    this.#clear()
+    this.res.close()
+    this.#finish()
+  }
+
+  /** Empties the queue, returning what it held. */
+  #take(): Buffer {
+    const rest = this.#head === 0 ? this.#frames : this.#frames.slice(this.#head)
+    this.#clear()
+    return rest.length === 1 ? (rest[0] as Buffer) : Buffer.concat(rest)
+  }
+
+  #clear(): void {
+    this.#frames = []
+    this.#head = 0
+    this.#queued = 0
+  }
+
+  #compact(): void {
+    if (this.#head === 0) return
+    this.#frames = this.#frames.slice(this.#head)
+    this.#head = 0
+  }
+
+  #wakeWaiters(): void {
+    if (this.#waiters.length > 0) for (const w of this.#waiters.splice(0)) w()
   }
 
   #finish(): void {
-    for (const w of this.#waiters.splice(0)) w()
+    this.#wakeWaiters()
+    if (this.#finished) return
+    this.#finished = true
     this.reply.streamEnded()
     this.onClosed()
   }

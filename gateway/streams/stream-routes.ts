@@ -6,6 +6,7 @@ import { ApiError } from '../../schemas/index.js'
 import { bearerPrincipal } from '../http/bearer.js'
 import { getRoute, jsonRoute, pathParameter, type JsonRoutesParts } from '../http/json-route.js'
 import { noBody } from '../control/access.js'
+import { FlushScheduler } from './sse-flush.js'
 import { SseSink } from './sse-sink.js'
 
 export interface StreamRouteOptions {
@@ -51,6 +52,7 @@ function resumePoint(header: string, query: URLSearchParams): EventPosition | un
 export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptions): { closeAll: () => void; stop: () => void } {
   const now = o.now ?? Date.now
   const sinks = new Set<SseSink>()
+  const flushes = new FlushScheduler((err) => parts.logger.error({ err }, 'event stream flush failed'))
   const heartbeat = setInterval(() => {
     for (const s of sinks) s.ping()
   }, o.heartbeatMs)
@@ -129,7 +131,7 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
         if (reply.head) return reply.sendText(200, 'text/event-stream; charset=utf-8', '')
         if (!o.hub.reserve(rentalId)) throw new ApiError('rate_limited', 'this rental has the most event streams open at once; close one or retry later', { retryAfter: CAP_RETRY_AFTER_S })
         reserved = true
-        sink = new SseSink(res, reply, o.bufferBytes, () => o.hub.eventsSent++, () => o.hub.slowDisconnects++, () => release())
+        sink = new SseSink(res, reply, o.bufferBytes, flushes, () => o.hub.eventsSent++, () => o.hub.slowDisconnects++, () => release())
         sinks.add(sink)
         sink.begin(o.retryMs)
         const opened = await o.hub.open(rental, sink, resume?.seq)
