@@ -4,6 +4,13 @@ import type { LogConsumer, LogRecord, LostRange, SignalLog } from '../pipeline/i
 export const LIVE_CONSUMER = 'delivery-live'
 const BATCH = 1024
 const WAIT_MS = 30_000
+/**
+ * How often the tail acknowledges how far it got. Each ack rewrites the log's consumer
+ * positions file durably (two fsyncs), which, once per batch, kept the disk and the
+ * thread pool busy under the journal's own fsyncs; the tail's position only feeds lag
+ * figures, since a stream resumes from its own event id.
+ */
+const ACK_EVERY_MS = 1000
 
 /** What a stream is handed as the log grows: its source's records, in order, and lost ranges. */
 export interface TailListener {
@@ -32,6 +39,8 @@ export class LiveTail {
   #consumer: LogConsumer | undefined
   #running: Promise<void> | undefined
   #position = 0
+  #ackTimer: NodeJS.Timeout | undefined
+  #toAck = 0
   readonly #onError: (err: unknown) => void
 
   private constructor(onError: (err: unknown) => void) {
@@ -81,8 +90,7 @@ export class LiveTail {
           const last = batch.records[batch.records.length - 1]
           if (last !== undefined) {
             this.#position = last.seq
-            // Acknowledged only so that the consumer's state says how far the tail got.
-            void consumer.ack(last.seq).catch(() => {})
+            this.#ackSoon(consumer, last.seq)
           } else if (batch.lost !== null) this.#position = Math.max(this.#position, batch.lost.toSeq)
           this.#wake()
         }
@@ -111,6 +119,17 @@ export class LiveTail {
     for (const [source, list] of groups) for (const l of this.#bySource.get(source) ?? []) l.records(list)
   }
 
+  /** Acknowledged only so that the consumer's state says how far the tail got: at most once per ACK_EVERY_MS, the last seq then. */
+  #ackSoon(consumer: LogConsumer, seq: number): void {
+    this.#toAck = seq
+    if (this.#ackTimer !== undefined) return
+    this.#ackTimer = setTimeout(() => {
+      this.#ackTimer = undefined
+      void consumer.ack(this.#toAck).catch(() => {})
+    }, ACK_EVERY_MS)
+    this.#ackTimer.unref()
+  }
+
   #wake(all = false): void {
     for (let i = this.#waiters.length - 1; i >= 0; i--) {
       const w = this.#waiters[i] as { seq: number; resolve: () => void }
@@ -123,6 +142,7 @@ export class LiveTail {
 
   async close(): Promise<void> {
     this.#abort.abort()
+    clearTimeout(this.#ackTimer)
     await this.#consumer?.close()
     await this.#running
     this.#wake(true)
