@@ -4,6 +4,7 @@ import { apiRequest } from '../../harness/api-request.js'
 import type { BenchGateway } from '../ingest/gateway-process.js'
 import { LatencyHistogram } from '../ingest/histogram.js'
 import type { ProcessSampler } from '../ingest/process-sampler.js'
+import { acceptBuckets, acceptFigures } from './accept-histogram.js'
 import { Pusher } from './pusher.js'
 import { Receiver } from './receivers.js'
 import type { BenchRental, BenchSource } from './setup.js'
@@ -58,9 +59,13 @@ export interface LatencyResult {
   /** From the gateway's received_at (epoch ms, the gateway's clock) to arrival (the same machine's clock): the headline. */
   acceptToReceive: { p50: number; p99: number; p999: number; max: number }
   sendToReceive: { p50: number; p99: number; p999: number; max: number }
+  /** The gateway's own arrival-to-202 over the phase (its /metrics histogram): the ingest part of accept-to-receive. */
+  gatewayAcceptTo202: ReturnType<typeof acceptFigures>
   ackToReceive: { p50: number; p99: number; p999: number }
   gatewayCores: number
   gatewayMainThreadCores: number
+  /** Gateway CPU time per 1,000 events received (all threads, main thread): less sensitive to the machine's other load than latency. */
+  gatewayCpuMsPer1000Events: { all: number; main: number }
   clientCores: number
   gatewayMaxRssMb: number
   lastEventId: number
@@ -95,6 +100,7 @@ export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, so
   pusher.presign(sources, rate * seconds)
   const open = streams.filter((s) => !s.closedByServer).length
   const perSource = rentals.length / sources.length
+  const accept0 = await acceptBuckets(gw.url, gw.adminToken)
   sampler.beginWindow()
   const clientCpu0 = process.cpuUsage()
   const t0 = performance.now()
@@ -102,8 +108,13 @@ export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, so
   const pushSeconds = (performance.now() - t0) / 1000
   const expected = pusher.accepted * perSource * parsedPerRental
   await waitFor(() => received >= expected, 15_000)
+  const windowSeconds = (performance.now() - t0) / 1000
   const usage = sampler.endWindow()
+  // Events out of the gateway: every stream of a rental gets what its parsed ones got.
+  const eventsOut = Math.max(1, received * (perRental / parsedPerRental))
+  const cpuMsPer1000 = (cores: number) => Number(((cores * windowSeconds * 1e6) / eventsOut).toFixed(1))
   const clientCpu = process.cpuUsage(clientCpu0)
+  const gatewayAcceptTo202 = acceptFigures(accept0, await acceptBuckets(gw.url, gw.adminToken), 20)
   const drainedBytes = streams.reduce((n, s) => n + ((s as { bytes?: number }).bytes ?? 0), 0)
   for (const _ of late) fromAck.recordMs(0)
   const disconnected = streams.filter((s) => s.closedByServer).length
@@ -125,9 +136,11 @@ export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, so
     disconnected,
     acceptToReceive: { p50: q(fromAccept, 0.5), p99: q(fromAccept, 0.99), p999: q(fromAccept, 0.999), max: Number((fromAccept.maxUs / 1000).toFixed(2)) },
     sendToReceive: { p50: q(fromSend, 0.5), p99: q(fromSend, 0.99), p999: q(fromSend, 0.999), max: Number((fromSend.maxUs / 1000).toFixed(2)) },
+    gatewayAcceptTo202,
     ackToReceive: { p50: q(fromAck, 0.5), p99: q(fromAck, 0.99), p999: q(fromAck, 0.999) },
     gatewayCores: Number((usage.mainCores + usage.otherCores).toFixed(2)),
     gatewayMainThreadCores: Number(usage.mainCores.toFixed(2)),
+    gatewayCpuMsPer1000Events: { all: cpuMsPer1000(usage.mainCores + usage.otherCores), main: cpuMsPer1000(usage.mainCores) },
     clientCores: Number(((clientCpu.user + clientCpu.system) / 1e6 / ((performance.now() - t0) / 1000)).toFixed(2)),
     gatewayMaxRssMb: Number(usage.maxRssMb.toFixed(1)),
     lastEventId,
