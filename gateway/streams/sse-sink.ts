@@ -6,11 +6,21 @@ import type { FlushScheduler, Flushable } from './sse-flush.js'
 import { PING_FRAME, sseFrame } from './sse-frame.js'
 
 /**
- * Queued bytes that are written at once rather than at the end of the turn: uWS's cork
- * buffer holds 16 KB, so a larger burst (a replay step) would go out in pieces anyway,
- * and writing it now keeps what waits unflushed small next to the slow-reader limit.
+ * Queued bytes that are written at once rather than at the end of the turn (a replay
+ * step), so that what waits unflushed stays small next to the slow-reader limit.
  */
 const FLUSH_NOW_BYTES = 16 * 1024
+
+/**
+ * Bytes one cork carries at most: uWS's cork buffer (16 KB). A write that does not fit in
+ * what is left of it makes uWS send the corked bytes first, and when the socket cannot
+ * take them uWS 20 drops that write (AsyncSocket::uncork returns before writing it): the
+ * frame would be lost and the chunked body corrupted. So a cork never gets more than fits,
+ * counting each write's chunk header (CRLF, up to 8 hex digits, CRLF). Events are far
+ * smaller than a cork; one that is not goes alone.
+ */
+const CORK_BYTES = 16 * 1024
+const CHUNK_HEAD_BYTES = 12
 
 /**
  * An event stream over one uWS response. Frames are queued and written once per
@@ -80,9 +90,11 @@ export class SseSink implements EventSink, Flushable {
   end(): void {
     if (this.closed) return
     this.closed = true
-    // What waits in the queue goes first; the response ends after it.
-    const rest = this.#take()
-    this.res.cork(() => this.res.end(rest))
+    // What waits in the queue goes first, a cork at a time, all of it (uWS keeps what the
+    // socket does not take yet and sends it after); the response ends after it.
+    while (this.#head < this.#frames.length) this.res.cork(() => this.#fillCork(false))
+    this.#clear()
+    this.res.cork(() => this.res.end())
     this.#finish()
   }
 
@@ -93,61 +105,88 @@ export class SseSink implements EventSink, Flushable {
     this.#finish()
   }
 
-  /** The scheduler's turn: everything queued, in one cork, until the socket pushes back. */
+  /** The scheduler's turn: everything queued, a cork at a time, until the socket pushes back. */
   flush(): void {
     this.#scheduled = false
     if (this.closed || this.#blocked) return
-    this.res.cork(() => this.#writeQueued())
-    if (!this.#blocked) this.#wakeWaiters()
+    if (this.#writeCorks(Infinity)) this.#wakeWaiters()
   }
 
   #queue(frame: Buffer): boolean {
     if (this.closed) return false
     this.#frames.push(frame)
     this.#queued += frame.length
-    if (!this.#blocked && this.#queued >= FLUSH_NOW_BYTES) this.res.cork(() => this.#writeQueued())
+    if (!this.#blocked && this.#queued >= FLUSH_NOW_BYTES) this.#writeCorks(Infinity, true)
     if (this.#queued > this.limitBytes) {
       this.#cut()
       return false
     }
-    if (!this.#blocked && this.#queued > 0 && !this.#scheduled) {
-      this.#scheduled = true
-      this.scheduler.add(this)
-    }
+    this.#schedule()
     return true
   }
 
-  /** Hands queued frames to uWS until one is refused (uWS keeps that one's unsent part); the rest waits for onWritable. */
-  #writeQueued(): boolean {
+  #schedule(): void {
+    if (this.#blocked || this.#queued === 0 || this.#scheduled) return
+    this.#scheduled = true
+    this.scheduler.add(this)
+  }
+
+  /**
+   * Up to `maxCorks` corks of queued frames (only full ones with `fullOnly`: the rest goes
+   * at the turn's end); true when the queue is empty and the socket took everything so far.
+   */
+  #writeCorks(maxCorks: number, fullOnly = false): boolean {
+    for (let corks = 0; corks < maxCorks && this.#head < this.#frames.length && !this.#blocked; corks++) {
+      if (fullOnly && this.#queued + (this.#frames.length - this.#head) * CHUNK_HEAD_BYTES < CORK_BYTES) break
+      this.res.cork(() => this.#fillCork())
+    }
+    if (this.#head < this.#frames.length) {
+      this.#compact()
+      return false
+    }
+    this.#frames = []
+    this.#head = 0
+    return !this.#blocked
+  }
+
+  /**
+   * Hands queued frames to uWS, as many as one cork holds, until one is refused (uWS keeps
+   * that one; inside a cork a refusal shows at the next cork's first write, which uWS then
+   * keeps too). Frames after it wait for onWritable.
+   */
+  #fillCork(stopWhenRefused = true): void {
+    let room = CORK_BYTES
     while (this.#head < this.#frames.length) {
       const frame = this.#frames[this.#head] as Buffer
+      const cost = frame.length + CHUNK_HEAD_BYTES
+      if (cost > room && room < CORK_BYTES) return
+      room -= cost
       this.#head++
       this.#queued -= frame.length
-      if (!this.res.write(frame)) {
-        this.#compact()
+      if (!this.res.write(frame) && stopWhenRefused) {
         this.#blocked = true
         if (!this.#watching) {
           this.#watching = true
           this.res.onWritable(() => this.#drain())
         }
-        return false
+        return
       }
     }
-    this.#frames = []
-    this.#head = 0
-    return true
   }
 
-  /** uWS's onWritable: false tells uWS a write just failed, so it does not try to send again itself. */
+  /**
+   * uWS's onWritable: one cork's worth here (uWS may hold the socket corked around this
+   * callback, and more would overflow it), the rest from the next flush turn. False tells
+   * uWS a write just failed, so it does not try to send again itself.
+   */
   #drain(): boolean {
     if (this.closed || !this.#blocked) return true
-    let wrote = true
-    this.res.cork(() => {
-      this.#blocked = false
-      wrote = this.#writeQueued()
-    })
-    if (wrote) this.#wakeWaiters()
-    return wrote
+    this.#blocked = false
+    const empty = this.#writeCorks(1)
+    if (this.#blocked) return false
+    if (empty) this.#wakeWaiters()
+    else this.#schedule()
+    return true
   }
 
   /** The reader is too far behind: disconnect; it resumes from its last event id. */
@@ -157,13 +196,6 @@ export class SseSink implements EventSink, Flushable {
     this.#clear()
     this.res.close()
     this.#finish()
-  }
-
-  /** Empties the queue, returning what it held. */
-  #take(): Buffer {
-    const rest = this.#head === 0 ? this.#frames : this.#frames.slice(this.#head)
-    this.#clear()
-    return rest.length === 1 ? (rest[0] as Buffer) : Buffer.concat(rest)
   }
 
   #clear(): void {
