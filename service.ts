@@ -262,6 +262,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     disableAfterMs: config.WEBHOOK_DISABLE_AFTER_S * 1000,
     maxConnections: config.WEBHOOK_CONCURRENCY,
     keyOverlapMs: config.DELIVERY_KEY_OVERLAP_S * 1000,
+    leaseMs: config.WEBHOOK_LEASE_MS,
     onError: (err, rentalId) => logger.warn({ err, rental_id: rentalId }, 'webhook delivery loop failed; it starts again shortly'),
   })
   // One tail of the log feeds every rental event stream of this process.

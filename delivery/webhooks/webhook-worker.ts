@@ -28,6 +28,8 @@ export interface WebhookWorkerOptions {
   readonly onAttempt?: (result: string) => void
   readonly onDeadLetter?: () => void
   readonly onError?: (err: unknown, rentalId: string) => void
+  /** Whether this process runs the rental's loop now (it holds the rental's lease shard); every rental when omitted. */
+  readonly owns?: (rentalId: string) => boolean
 }
 
 export interface AttemptOutcome {
@@ -139,11 +141,27 @@ export class WebhookWorkers {
     this.#loops.get(rentalId)?.poke()
   }
 
+  /** Starts and stops loops after the rentals this process owns changed; resolves once the loops it stopped have ended. */
+  async reconcileAll(): Promise<void> {
+    for (const rentalId of this.#endpoints.keys()) this.#reconcile(rentalId)
+    const ending = [...this.#loops].filter(([rentalId]) => !this.#owns(rentalId)).map(([, loop]) => (loop.abort.abort(), loop.done))
+    await Promise.all(ending)
+  }
+
+  /** The rentals whose loops run in this process now. */
+  running(): string[] {
+    return [...this.#loops.keys()]
+  }
+
+  #owns(rentalId: string): boolean {
+    return this.#o.owns?.(rentalId) ?? true
+  }
+
   #reconcile(rentalId: string): void {
     if (this.#closed) return
     const endpoint = this.#endpoints.get(rentalId)
     const running = this.#loops.get(rentalId)
-    if (endpoint?.state === 'enabled') {
+    if (endpoint?.state === 'enabled' && this.#owns(rentalId)) {
       running?.poke()
       if (running === undefined) this.#startLoop(rentalId)
     } else running?.abort.abort()
@@ -221,7 +239,7 @@ export class WebhookWorkers {
       const wait = pending.next_at - this.#now()
       if (wait > 0) await sleep(wait, stop)
       const endpoint = this.#endpoints.get(rentalId)
-      if (stop.aborted || endpoint?.state !== 'enabled') return 'stopped'
+      if (stop.aborted || endpoint?.state !== 'enabled' || !this.#owns(rentalId)) return 'stopped'
       const at = this.#now()
       const outcome = await this.#bounded(() => sendWebhook(this.#o, endpoint.url, webhookId, body, at))
       this.#o.onAttempt?.(outcome.result)
