@@ -158,7 +158,10 @@ export class ShardLeases {
     this.#watch = watch
     this.#watching = (async () => {
       for await (const entry of watch) {
-        const seen: Seen = { holder: entry.operation === 'DEL' ? null : holderOf(entry.value), revision: entry.revision, seenAt: this.#now() }
+        const holder = entry.operation === 'DEL' ? null : holderOf(entry.value)
+        // A value seen again unchanged (the watch started over) keeps the time it was first seen: its expiry runs on.
+        const before = entry.key.startsWith(MEMBER_KEY) ? this.#members.get(entry.key.slice(MEMBER_KEY.length)) : this.#shards.get(Number(entry.key.slice(SHARD_KEY.length)))
+        const seen: Seen = { holder, revision: entry.revision, seenAt: before?.revision === entry.revision ? before.seenAt : this.#now() }
         if (entry.key.startsWith(MEMBER_KEY)) {
           const id = entry.key.slice(MEMBER_KEY.length)
           const known = this.#members.has(id)

@@ -202,3 +202,30 @@ t.test('a restarted process resumes each rental where it acknowledged: nothing a
   const repeats = c.got.length - ids.reduce((n, id) => n + expected.get(id)!.length, 0)
   t.ok(repeats <= ids.length, `${repeats} repeats: at most one per rental`)
 })
+
+t.test('a clean stop releases the shards after the loops end: the other process takes them at once and nothing is sent twice', async (t) => {
+  const rentals = new Map<string, RentalRecord>()
+  const c = await cluster(t, rentals)
+  const lease = 5000
+  const a = await c.open('a', lease)
+  const b = await c.open('b', lease)
+  await until(() => b.webhooks.ownership().shards.length === LEASE_SHARDS / 2, 5000, 'the shards to be shared')
+  const [[id]] = rentalIdsIn([a.webhooks.ownership().shards], 1) as [[string]]
+  rentals.set(id, rentalOf(id, 'src_stop'))
+  await a.webhooks.set(rentals.get(id)!, c.url)
+  const expected: string[] = []
+  for (let i = 0; i < 3; i++) expected.push(String(await c.push('src_stop')))
+  await until(() => c.got.length === 3, 5000, 'the first events')
+
+  const stopped = performance.now()
+  await a.webhooks.close()
+  await until(() => b.webhooks.ownership().shards.length === LEASE_SHARDS, lease, 'b to take every shard')
+  const took = performance.now() - stopped
+  t.ok(took < lease / 2, `b held every shard ${Math.round(took)} ms after a stopped, without waiting for the ${lease} ms lease`)
+  for (let i = 0; i < 3; i++) expected.push(String(await c.push('src_stop')))
+  await until(() => c.got.length >= 6, 5000, 'the events after the hand-over')
+  await sleep(100)
+  t.same(orderProblems(c.got, expected), [])
+  t.equal(c.got.length, 6, 'none sent twice')
+  t.ok(c.got.slice(3).every((g) => signedBy(b.whpk, g)), 'the later ones from b')
+})
