@@ -148,7 +148,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     isReady: () => !failed,
     isStarting: () => starting,
   })
-  logger.info({ role, port: gateway.port, data_dir: dataDir }, starting ? 'gateway listening; signals wait for the state to be rebuilt' : 'gateway listening')
+  logger.info({ port: gateway.port, data_dir: dataDir }, starting ? 'gateway listening; signals wait for the state to be rebuilt' : 'gateway listening')
   try {
     await gatewayPart?.rebuild()
   } catch (err) {
@@ -161,7 +161,6 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   gatewayPart?.run()
   logger.info(
     {
-      role,
       port: gateway.port,
       data_dir: dataDir,
       ...(gatewayPart && { verify_threads: gatewayPart.api.pool.threads }),
