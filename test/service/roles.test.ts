@@ -6,6 +6,7 @@ import { join } from 'node:path'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t, { type Test } from 'tap'
 import { launchGateway, type LaunchedGateway } from '../../harness/gateway-launcher.js'
+import { DELIVERY_PATHS } from '../../gateway/role-routes.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 
@@ -29,6 +30,13 @@ async function until(what: string, check: () => Promise<boolean>, ms = 10_000): 
 }
 
 const readyz = async (gw: LaunchedGateway) => (await (await fetch(`${gw.url}/readyz`)).json()) as any
+
+/** The /metrics page, with the admin token: every role serves it. */
+async function metricsPage(gw: LaunchedGateway): Promise<string> {
+  const res = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
+  if (res.status !== 200) throw new Error(`metrics: ${res.status}`)
+  return res.text()
+}
 
 /** A webhook receiver on 127.0.0.1 that answers 200 and keeps each body. */
 async function webhookReceiver(t: Test): Promise<{ url: string; bodies: any[] }> {
@@ -98,12 +106,18 @@ t.test('one DATA_DIR, one role after another: gateway accepts, recorder records,
     const receipts = await call(gw.url, 'GET', `/v1/byo/sources/${src.sourceId}/receipts`, { token: src.creatorToken })
     t.equal(receipts.status, 200)
     t.same(receipts.body.data, [], 'nothing recorded: no recorder runs here')
-    for (const [method, path] of [['GET', `/v1/rentals/${rentalId}/events`], ['GET', `/v1/rentals/${rentalId}/signals`], ['POST', `/v1/rentals/${rentalId}/stream-tickets`], ['GET', `/v1/rentals/${rentalId}/webhook`], ['GET', '/v1/delivery-keys']] as const) {
-      const res = await call(gw.url, method, path, { token: renterToken })
-      t.equal(res.status, 421, `${method} ${path}: 421`)
-      t.equal(res.body.error.code, 'wrong_role')
-      t.match(res.body.error.message, /ROLE=delivery/, 'naming the role that serves it')
+    for (const pattern of DELIVERY_PATHS) {
+      const path = pattern.replace(':rental_id', rentalId).replace(':event_id', '1')
+      for (const method of ['GET', 'POST']) {
+        const res = await call(gw.url, method, path, { token: renterToken })
+        t.equal(res.status, 421, `${method} ${path}: 421`)
+        t.equal(res.body.error.code, 'wrong_role')
+        t.match(res.body.error.message, /ROLE=delivery/, 'naming the role that serves it')
+      }
     }
+    const metrics = await metricsPage(gw)
+    t.match(metrics, new RegExp(`^sgw_ingest_accepted_total\\{deduplicated="false"\\} ${SIGNALS}$`, 'm'), 'metrics: the accepts')
+    t.notMatch(metrics, /sgw_recorder_lag_records|sgw_streams_open/, 'no recorder or stream metrics')
     t.equal((await call(gw.url, 'GET', '/v1/nope')).status, 404, 'an unknown path is still 404')
     t.same(receiver.bodies, [], 'no webhook delivery')
     await gw.stop()
@@ -120,6 +134,7 @@ t.test('one DATA_DIR, one role after another: gateway accepts, recorder records,
     const ready = await readyz(gw)
     t.same(Object.keys(ready.data).sort(), ['recorder', 'role', 'status'], '/readyz: the recorder only')
     t.equal(ready.data.recorder.lag_records, 0)
+    t.match(await metricsPage(gw), /^sgw_recorder_lag_records 0$/m, 'metrics: the recorder\'s lag')
     t.same(receiver.bodies, [], 'no webhook delivery')
     await gw.stop()
   })
@@ -128,6 +143,7 @@ t.test('one DATA_DIR, one role after another: gateway accepts, recorder records,
     gw = await start('delivery')
     const ready = await readyz(gw)
     t.same(ready.data, { status: 'ready', role: 'delivery', delivery: { open_streams: 0 } })
+    t.match(await metricsPage(gw), /^sgw_streams_open 0$/m, 'metrics: the streams')
     const polled = await call(gw.url, 'GET', `/v1/rentals/${rentalId}/signals?limit=1000`, { token: renterToken })
     t.equal(polled.status, 200)
     t.same(polled.body.data.map((e: any) => e.signal_id), accepted, 'polling')
