@@ -1,6 +1,5 @@
 import { isKvError, type KvBucket, type KvBucketLimits, type KvEntry, type KvWatcher } from '../storage/index.js'
-import { TicketStoreFullError } from './ticket-memory.js'
-import type { TicketGrant, TicketStore } from './ticket-store.js'
+import { TicketStoreFullError, type TicketGrant, type TicketStore } from './ticket-store.js'
 
 const PREFIX = 'ticket.'
 /** A stored ticket: `{"rental_id","renter_id","expires_at"}`, well under this. */

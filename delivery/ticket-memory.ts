@@ -1,4 +1,4 @@
-import type { TicketGrant, TicketStore } from './ticket-store.js'
+import { TicketStoreFullError, type TicketGrant, type TicketStore } from './ticket-store.js'
 
 /**
  * Tickets in this process's memory: a ticket issued by one process would not open a
@@ -37,13 +37,5 @@ export class MemoryTicketStore implements TicketStore {
 
   #sweep(now: number): void {
     for (const [hash, held] of this.#tickets) if (held.expiresAt <= now) this.#tickets.delete(hash)
-  }
-}
-
-export class TicketStoreFullError extends Error {
-  readonly code = 'tickets_full'
-  constructor() {
-    super('too many stream tickets are outstanding')
-    this.name = 'TicketStoreFullError'
   }
 }

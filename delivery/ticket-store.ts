@@ -20,3 +20,12 @@ export interface TicketStore {
   /** Stops its background work (a KV adapter's watch and sweep); the tickets stay in the store. */
   close(): Promise<void>
 }
+
+/** A new ticket past the store's bound: the route answers 503 overloaded with Retry-After. */
+export class TicketStoreFullError extends Error {
+  readonly code = 'tickets_full'
+  constructor() {
+    super('too many stream tickets are outstanding')
+    this.name = 'TicketStoreFullError'
+  }
+}
