@@ -16,6 +16,7 @@ export { parseTrustedProxies } from './trusted-proxies.js'
  * is refused too, so a typo never falls back to a default silently.
  */
 const Env = {
+  ROLE: { type: 'enum', default: 'all', values: ['all', 'gateway', 'recorder', 'delivery'], help: 'what this process runs: gateway (ingest, control plane, reads), recorder (receipts), delivery (streams, polling, webhooks), or all of them (docs/operations.md, Roles)' },
   PORT: { type: 'int', default: 8080, min: 0, max: 65535, help: 'TCP port to listen on (0 picks a free one)' },
   HOST: { type: 'string', default: '0.0.0.0', help: 'address to bind: an IPv4 or IPv6 address of this machine (0.0.0.0 or :: for all), or localhost' },
   DATA_DIR: { type: 'string', default: './data', help: 'folder holding the journal and the registry' },
@@ -79,6 +80,8 @@ type Spec = (typeof Env)[keyof typeof Env]
 type ValueOf<S extends Spec> = S extends { type: 'int' } ? number : S extends { type: 'enum'; values: readonly (infer V)[] } ? V : string
 
 export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K]> }
+/** The parts a process runs (ROLE). */
+export type Role = Config['ROLE']
 
 /**
  * Prefixes that are ours: a variable starting with one must be a known one, so a typo
