@@ -169,6 +169,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerDisputeRoutes(parts, {
     hasAccepted: (sourceId, signalId) => options.pipeline.hasAccepted(sourceId, signalId),
     findAccepted: (sourceId, signalId, receivedAtMs, budget) => options.pipeline.findAccepted(sourceId, signalId, receivedAtMs, maxLagMs, budget),
+    logEnd: () => options.pipeline.logEnd(),
   })
 
   getRoute(parts, '/healthz', (reply) => reply.send(200, { ok: true, data: { status: 'alive' } }))
