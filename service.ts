@@ -256,6 +256,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     bucket: webhooksBucket,
     log: signalLog,
     rental: (id) => rentals.get(id),
+    disputes: registry,
     allowPrivateNetworks: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS === 'true',
     retryWindowMs: config.WEBHOOK_RETRY_WINDOW_S * 1000,
     retryFirstMs: config.WEBHOOK_RETRY_FIRST_MS,

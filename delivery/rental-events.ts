@@ -17,6 +17,8 @@ import { rentalEventOf } from './signal-event.js'
 export interface RentalDisputes {
   acceptedDisputesOf(sourceId: string): readonly DisputeRecord[]
   readonly disputeGate: DisputeGate
+  /** Told of each recorded change of disputes; returns how to stop. */
+  watchDisputes(listener: (changed: readonly DisputeRecord[]) => void): () => void
 }
 
 /** A point in a rental's events: after log record `seq`, and after the dispute events placed there up to `dispute` when set. */

@@ -1,7 +1,11 @@
+import { verify } from 'node:crypto'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { EventSource } from 'eventsource'
 import t from 'tap'
 import { launchGateway, type LaunchedGateway } from '../../harness/gateway-launcher.js'
+import { publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
 import { generateCreatorKey } from '../../harness/signed-push.js'
 import { call, payload, provision, push, type Provisioned } from '../helpers/api.js'
 import { flakyEventSource } from '../helpers/flaky-event-source.js'
@@ -256,4 +260,75 @@ t.test('an EventSource cut at random while a dispute is accepted mid-traffic get
   t.same(ids(flaky.got), ids(polled), 'the stream that resumed by itself got exactly what polling yields')
   t.ok(second.after_seq > first.after_seq, 'the later dispute is placed later')
   t.equal(new Set(flaky.got.map((e) => e.event_id)).size, flaky.got.length, 'no event twice')
+})
+
+t.test('a webhook receiver gets each dispute event once, signed, in order, also when accepted while the worker idles, and across a kill -9', async (t) => {
+  const got: { id: string; ts: string; sig: string; body: string }[] = []
+  const server = createServer((req, res) => {
+    let body = ''
+    req.on('data', (c: Buffer) => (body += c.toString()))
+    req.on('end', () => {
+      got.push({ id: String(req.headers['webhook-id']), ts: String(req.headers['webhook-timestamp']), sig: String(req.headers['webhook-signature']), body })
+      res.writeHead(200).end()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
+  const hook = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`
+  const env = { ...ENV, WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' }
+  const gw = await startTestGateway(t, { env })
+  const src = await provision(gw)
+  const alice = await renter(gw)
+  const rentalId = await rent(gw, alice.subject, src.sourceId)
+  t.equal((await call(gw.url, 'PUT', `/v1/rentals/${rentalId}/webhook`, { token: alice.token, body: { url: hook } })).status, 200)
+  const leaked: Array<{ signal_id: string; received_at: string }> = []
+  for (let i = 0; i < 3; i++) {
+    const res = await push(gw, src.sign(payload(src.sourceId)))
+    leaked.push({ signal_id: res.body.signal_id, received_at: res.body.received_at })
+  }
+  const sign = await rotate(gw, src)
+  t.equal((await call(gw.url, 'POST', `/v1/byo/sources/${src.sourceId}/keys/${src.keyId}/revoke`, { token: src.creatorToken })).status, 200)
+  t.equal((await push(gw, sign(payload(src.sourceId)))).status, 202)
+  await until('the four signals', () => got.length >= 4)
+  await sleep(300) // the worker now waits at the log's end
+
+  const dispute = await acceptDispute(gw, src, src.keyId, [leaked[0]!, leaked[2]!])
+  await until('the dispute events', () => got.length >= 6)
+  t.equal((await push(gw, sign(payload(src.sourceId)))).status, 202)
+  await until('the signal after', () => got.length >= 7)
+
+  // kill -9 once the last delivery is acknowledged (a kill between a delivery and its
+  // acknowledgement sends it again, at least once), then one more signal: nothing is sent again.
+  await sleep(500)
+  await gw.kill()
+  const again = await launchGateway({ dataDir: gw.dataDir, adminToken: gw.adminToken, env: { LOG_LEVEL: 'info', ...env } })
+  t.teardown(() => again.kill())
+  t.equal((await push(again, sign(payload(src.sourceId)))).status, 202)
+  await until('the signal after the restart', () => got.length >= 8)
+  await sleep(800) // a repeat would arrive meanwhile
+
+  const bodies = got.map((g) => JSON.parse(g.body))
+  const polled = await pollAll(again, alice.token, rentalId, 100)
+  t.same(ids(bodies), ids(polled), 'the webhook events are the polled ones, in the same order, once each')
+  const disputed = bodies.filter((b) => b.event === 'byo.signal.disputed')
+  t.same(
+    disputed.map((b) => b.event_id),
+    (dispute.signals as any[]).map((s) => `${dispute.after_seq}.d${s.seq}`).sort(),
+    'one event per named signal, at after_seq',
+  )
+  t.same(
+    got.filter((g) => g.id.includes('.d')).map((g) => g.id),
+    disputed.map((b) => `msg_${rentalId}_${b.event_id}`),
+    'webhook-id is stable, from the event id',
+  )
+  t.equal(new Set(got.map((g) => g.id)).size, got.length, 'no webhook-id twice')
+  const published = (await call(again.url, 'GET', '/v1/delivery-keys')).body.data as Array<{ public_key: string }>
+  t.ok(published.length > 0, 'the published keys')
+  for (const g of got) {
+    const ok = g.sig.split(' ').some((part) => {
+      const [version, sig] = part.split(',')
+      return version === 'v1a' && published.some((k) => verify(null, signedContent(g.id, Number(g.ts), g.body), publicKeyOf(k.public_key), Buffer.from(sig!, 'base64')))
+    })
+    t.ok(ok, `${g.id}: the signature verifies with a published key`)
+  }
 })
