@@ -156,7 +156,7 @@ export class WebhookState {
   }
 
   async addDeadLetter(rentalId: string, letter: DeadLetter): Promise<void> {
-    await this.#modify<DeadLetter[]>(`dead.${rentalId}`, (list) => [letter, ...(list ?? []).filter((l) => l.seq !== letter.seq)].slice(0, WEBHOOK_STATE_LIMITS.deadLettersPerRental))
+    await this.#modify<DeadLetter[]>(`dead.${rentalId}`, (list) => [letter, ...(list ?? []).filter((l) => l.event_id !== letter.event_id)].slice(0, WEBHOOK_STATE_LIMITS.deadLettersPerRental))
   }
 
   async deadLetters(rentalId: string): Promise<DeadLetter[]> {
