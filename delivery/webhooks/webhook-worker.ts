@@ -2,7 +2,8 @@ import type { Dispatcher } from 'undici'
 import { request } from 'undici'
 import type { LogConsumer, SignalLog } from '../../pipeline/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
-import { deliverableEnd, DisputeQueue, type PlacedEvent, type RentalCursor, type RentalDisputes } from '../rental-events.js'
+import { deliverableEnd, DisputeQueue, type RentalCursor, type RentalDisputes } from '../rental-events.js'
+import { deliverDisputeEvents } from './webhook-disputes.js'
 import type { DeliveryKeys } from './delivery-keys.js'
 import { parseRetryAfter, retryDelayMs } from './retry-schedule.js'
 import { eventIdOf, webhookEventOf, webhookIdOf } from './webhook-event.js'
@@ -238,22 +239,9 @@ export class WebhookWorkers {
     }
   }
 
-  /**
-   * Delivers the rental's dispute events placed after the last one delivered, up to after
-   * record `throughSeq` (every record of the rental's to there is delivered), each
-   * remembered in the state once delivered or dead-lettered. Returns the last one's place.
-   */
   async #deliverDisputes(rentalId: string, rental: RentalRecord, from: RentalCursor, throughSeq: number, stop: AbortSignal): Promise<RentalCursor | 'stopped'> {
-    let last = from
-    const queue = new DisputeQueue(this.#o.disputes, this.#o.rental(rentalId) ?? rental, from, throughSeq)
-    for (let d: PlacedEvent | undefined = queue.through(throughSeq); d !== undefined; d = queue.through(throughSeq)) {
-      const { cursor, event } = d
-      if ((await this.#deliver(rentalId, cursor.seq, event.event_id, event as unknown as Record<string, unknown>, stop)) === 'stopped') return 'stopped'
-      const at = cursor.dispute ?? { order: 0, signalSeq: 0 }
-      await this.#o.state.setDisputeCursor(rentalId, { seq: cursor.seq, order: at.order, signal_seq: at.signalSeq })
-      last = cursor
-    }
-    return last
+    const deliver = (seq: number, eventId: string, event: Record<string, unknown>) => this.#deliver(rentalId, seq, eventId, event, stop)
+    return deliverDisputeEvents(this.#o, rentalId, this.#o.rental(rentalId) ?? rental, from, throughSeq, deliver)
   }
 
   /** Tries one event until it is delivered, dead-lettered, or the endpoint stops. */
