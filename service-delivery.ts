@@ -28,6 +28,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
     bucket: webhooksBucket,
     log: signalLog,
     rental: (id) => rentals.get(id),
+    disputes: registry,
     allowPrivateNetworks: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS === 'true',
     retryWindowMs: config.WEBHOOK_RETRY_WINDOW_S * 1000,
     retryFirstMs: config.WEBHOOK_RETRY_FIRST_MS,

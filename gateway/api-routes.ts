@@ -96,5 +96,6 @@ export function registerApiRoutes(parts: JsonRoutesParts, o: ApiOptions, edge: A
   registerDisputeRoutes(parts, {
     hasAccepted: (sourceId, signalId) => o.pipeline.hasAccepted(sourceId, signalId),
     findAccepted: (sourceId, signalId, receivedAtMs, budget) => o.pipeline.findAccepted(sourceId, signalId, receivedAtMs, maxLagMs, budget),
+    logEnd: () => o.pipeline.logEnd(),
   })
 }

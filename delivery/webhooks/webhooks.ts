@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { Agent } from 'undici'
 import type { SignalLog } from '../../pipeline/index.js'
+import type { RentalDisputes } from '../rental-events.js'
 import type { RentalRecord } from '../../rentals/index.js'
 import type { KvBucket, KvBucketLimits } from '../../storage/index.js'
 import { deliveryKeyFile } from './delivery-key-file.js'
@@ -22,6 +23,8 @@ export interface WebhooksOptions {
   readonly bucket: KvBucket
   readonly log: SignalLog
   readonly rental: (rentalId: string) => RentalRecord | undefined
+  /** The accepted disputes, delivered in their place among the records (the registry). */
+  readonly disputes: RentalDisputes
   readonly allowPrivateNetworks: boolean
   readonly retryWindowMs: number
   /** The first retry delay; the schedule keeps its shape (RETRY_DELAYS_MS at 5 s). */
@@ -87,6 +90,7 @@ export class Webhooks {
       state: this.#state,
       keys,
       rental: o.rental,
+      disputes: o.disputes,
       dispatcher: this.#dispatcher,
       timeoutMs,
       retryDelaysMs: RETRY_DELAYS_MS.map((d) => Math.round(d * scale)),

@@ -1,4 +1,5 @@
 import { verify } from 'node:crypto'
+import { noDisputes } from './no-disputes.js'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
@@ -117,7 +118,7 @@ export async function cluster(t: Test, rentals: Map<string, RentalRecord>): Prom
     async open(name, leaseMs) {
       const own = cuttable(bucket)
       const webhooks = await Webhooks.open({
-        dataDir: join(dir, name), bucket: own, log: journal, rental: (id) => rentals.get(id), allowPrivateNetworks: true,
+        dataDir: join(dir, name), bucket: own, log: journal, rental: (id) => rentals.get(id), disputes: noDisputes(), allowPrivateNetworks: true,
         retryWindowMs: 60_000, retryFirstMs: 50, disableAfterMs: 60_000, maxConnections: 16, keyOverlapMs: 60_000, leaseMs, timeoutMs: 2000,
       })
       open.push(webhooks)
