@@ -20,7 +20,8 @@ async function main(): Promise<void> {
     return
   }
   const config = loadConfig()
-  const logger = pino({ level: config.LOG_LEVEL, base: { service: 'signal-ingest-gateway' } })
+  // Every line names the role, so the logs of several processes can be told apart when collected together.
+  const logger = pino({ level: config.LOG_LEVEL, base: { service: 'signal-ingest-gateway', role: config.ROLE } })
   const missing = missingNodeFlags()
   if (missing.length > 0) {
     logger.warn({ missing }, 'started without the V8 flags of `npm start`: expect longer latency tails (config/node-flags.ts)')

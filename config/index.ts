@@ -16,6 +16,7 @@ export { parseTrustedProxies } from './trusted-proxies.js'
  * is refused too, so a typo never falls back to a default silently.
  */
 const Env = {
+  ROLE: { type: 'enum', default: 'all', values: ['all', 'gateway', 'recorder', 'delivery'], help: 'what this process runs: gateway (ingest, control plane, reads), recorder (receipts), delivery (streams, polling, webhooks), or all of them (docs/operations.md, Roles)' },
   PORT: { type: 'int', default: 8080, min: 0, max: 65535, help: 'TCP port to listen on (0 picks a free one)' },
   HOST: { type: 'string', default: '0.0.0.0', help: 'address to bind: an IPv4 or IPv6 address of this machine (0.0.0.0 or :: for all), or localhost' },
   DATA_DIR: { type: 'string', default: './data', help: 'folder holding the journal and the registry' },
@@ -63,6 +64,7 @@ const Env = {
   WEBHOOK_RETRY_WINDOW_S: { type: 'int', default: 86_400, min: 1, max: 30 * 86_400, help: 'how long after its first attempt a failing webhook delivery is still retried before it is dead-lettered (the last attempt starts after it; below 24 hours only for tests)' },
   WEBHOOK_RETRY_FIRST_MS: { type: 'int', default: 5000, min: 1, max: 60_000, help: 'the first retry delay of a webhook delivery; the later ones scale with it (5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, then 8 h at the default)' },
   WEBHOOK_DISABLE_AFTER_S: { type: 'int', default: 5 * 86_400, min: 1, max: 90 * 86_400, help: 'a webhook endpoint failing without a success for this long is disabled (the renter sets it again to resume)' },
+  WEBHOOK_LEASE_MS: { type: 'int', default: 15_000, min: 300, max: 600_000, help: 'how long a delivery process holds a shard of the rentals\' webhook loops without renewing it (renewed every third of it); after a process dies another takes its shards over after this long' },
   WEBHOOK_CONCURRENCY: { type: 'int', default: 64, min: 1, max: 4096, help: 'webhook connections open at once, all endpoints together' },
   DELIVERY_KEY_OVERLAP_S: { type: 'int', default: 7 * 86_400, min: 0, max: 90 * 86_400, help: 'after a delivery key rotation, how long the previous key keeps signing webhook deliveries next to the new one' },
   STREAM_MAX_PER_RENTAL: { type: 'int', default: 5, min: 1, max: 1000, help: 'event streams (SSE) open at once per rental in a process; the next gets 429 with Retry-After' },
@@ -78,6 +80,8 @@ type Spec = (typeof Env)[keyof typeof Env]
 type ValueOf<S extends Spec> = S extends { type: 'int' } ? number : S extends { type: 'enum'; values: readonly (infer V)[] } ? V : string
 
 export type Config = { -readonly [K in keyof typeof Env]: ValueOf<(typeof Env)[K]> }
+/** The parts a process runs (ROLE). */
+export type Role = Config['ROLE']
 
 /**
  * Prefixes that are ours: a variable starting with one must be a known one, so a typo

@@ -1,8 +1,10 @@
 /**
  * Event ids: positions along the signal log, so the same in every process and ordered as
  * the log is. A signal's event id is its log sequence in decimal; an event that is not a
- * log record (a dispute, the rental's end) carries the sequence it follows and a suffix,
- * so resuming from it resumes after that sequence.
+ * log record carries the sequence it follows and a suffix: `<seq>.end` for the rental's
+ * end (nothing follows it), `<after_seq>.d<signal seq>` for a dispute's event about one
+ * signal, which comes after record `after_seq` and before the next (disputes at the same
+ * after_seq in the order they were accepted, each one's signals by seq).
  */
 
 const EVENT_ID = /^([0-9]{1,15})(?:\.(end|d[0-9]{1,15}))?$/
@@ -12,6 +14,8 @@ export interface EventPosition {
   readonly seq: number
   /** The point is the rental's end: nothing follows it. */
   readonly end: boolean
+  /** The point is the dispute event about the signal of this seq, placed after record `seq`: what comes after it at `seq` still follows. */
+  readonly disputedSeq?: number
 }
 
 export const signalEventId = (seq: number): string => String(seq)
@@ -24,5 +28,7 @@ export function parseEventId(text: string): EventPosition | undefined {
   if (m === null) return undefined
   const seq = Number(m[1])
   if (!Number.isSafeInteger(seq)) return undefined
-  return { seq, end: m[2] === 'end' }
+  if (m[2] === undefined || m[2] === 'end') return { seq, end: m[2] === 'end' }
+  const disputedSeq = Number(m[2].slice(1))
+  return { seq, end: false, disputedSeq }
 }

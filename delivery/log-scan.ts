@@ -1,7 +1,7 @@
 import type { LogRecord, SignalLog } from '../pipeline/index.js'
 import type { RentalRecord } from '../rentals/index.js'
-import type { SignalAcceptedEvent } from '../schemas/index.js'
-import { rentalEventOf } from './signal-event.js'
+import type { DeliveryEvent } from '../schemas/index.js'
+import { DisputeQueue, recordStep, type PlacedEvent, type RentalCursor, type RentalDisputes } from './rental-events.js'
 
 /** Log records read per batch of a scan. */
 const SCAN_BATCH = 1024
@@ -9,12 +9,16 @@ const SCAN_BATCH = 1024
 export interface ScanStart {
   /** Resume after this seq; undefined: from the rental's start. */
   readonly afterSeq?: number
+  /** With `afterSeq`: resume after this dispute event placed after it (a dispute event's id), not before the first. */
+  readonly dispute?: RentalCursor['dispute']
 }
 
 export interface ScanResult {
-  readonly events: SignalAcceptedEvent[]
+  readonly events: DeliveryEvent[]
   /** The last log seq looked at (0 when none): the scan resumes after it. */
   readonly scannedTo: number
+  /** The point the scan resumes from: after its last event, or the last record it looked at. */
+  readonly cursor: RentalCursor
   /** True when the scan reached `toSeq` (or the log's end): nothing is left to read up to there. */
   readonly complete: boolean
   /** Records retention removed between the start asked for and the first one held; null when none. */
@@ -22,38 +26,72 @@ export interface ScanResult {
 }
 
 /**
- * The rental's signal events from a start up to `toSeq`, at most `maxEvents` of them and
- * at most `maxScan` log records read. The journal keeps no index by source, so a scan
- * reads every source's records and keeps the rental's: bounded per call by `maxScan`,
- * and resumable from `scannedTo`. Without a resume point the scan starts at the first
- * record stored at or after the rental's starts_at (the log stores a signal after it was
- * received, so none of the rental's is earlier).
+ * The rental's events from a start up to after record `toSeq`, in the rental's one order
+ * (rental-events.ts: records and the accepted disputes placed among them), at most
+ * `maxEvents` of them and at most `maxScan` log records read. The journal keeps no index
+ * by source, so a scan reads every source's records and keeps the rental's: bounded per
+ * call by `maxScan`, and resumable from `cursor`. Without a resume point the scan starts
+ * at the first record stored at or after the rental's starts_at (the log stores a signal
+ * after it was received, so none of the rental's is earlier). `toSeq` must be a bound
+ * from `deliverableEnd`, so that no dispute being accepted lands behind it.
  */
-export async function scanRentalEvents(log: SignalLog, rental: () => RentalRecord | undefined, start: ScanStart, toSeq: number, maxEvents: number, maxScan: number): Promise<ScanResult> {
-  const events: SignalAcceptedEvent[] = []
+export async function scanRentalEvents(
+  log: SignalLog,
+  rental: () => RentalRecord | undefined,
+  start: ScanStart,
+  toSeq: number,
+  maxEvents: number,
+  maxScan: number,
+  disputes: RentalDisputes,
+): Promise<ScanResult> {
+  const events: DeliveryEvent[] = []
   const first = await firstRead(log, rental, start)
   let lost: ScanResult['lost'] = null
-  let scannedTo = start.afterSeq ?? 0
-  let batch = first.records
   if (start.afterSeq !== undefined) {
-    const held = batch[0]?.seq ?? (await log.info()).firstSeq
+    const held = first.records[0]?.seq ?? (await log.info()).firstSeq
     const missing = held - (start.afterSeq + 1)
     if (missing > 0 && held > 0) lost = { fromSeq: start.afterSeq + 1, toSeq: held - 1, count: missing }
   } else if (first.gapBefore !== null) lost = first.gapBefore
+  let cursor: RentalCursor = lost !== null ? { seq: lost.toSeq } : start.afterSeq === undefined ? { seq: 0 } : { seq: start.afterSeq, ...(start.dispute && { dispute: start.dispute }) }
+  const initial = rental()
+  if (initial === undefined) return { events, scannedTo: cursor.seq, cursor, complete: true, lost }
+  const queue = new DisputeQueue(disputes, initial, cursor, toSeq)
+  const done = (complete: boolean): ScanResult => ({ events, scannedTo: cursor.seq, cursor, complete, lost })
+  const take = (placed: PlacedEvent) => {
+    events.push(placed.event)
+    cursor = placed.cursor
+  }
+  /** The disputes placed after the last record up to toSeq: the scan is complete once they are out. */
+  const finish = (): ScanResult => {
+    for (;;) {
+      if (events.length >= maxEvents) return done(!queue.has(toSeq))
+      const d = queue.through(toSeq)
+      if (d === undefined) return done(true)
+      take(d)
+    }
+  }
+  let batch = first.records
   let read = 0
   for (;;) {
     for (const record of batch) {
-      if (record.seq > toSeq) return { events, scannedTo, complete: true, lost }
+      if (record.seq > toSeq) return finish()
       const current = rental()
-      if (current === undefined) return { events, scannedTo, complete: true, lost }
-      const event = rentalEventOf(record, current)
-      scannedTo = record.seq
+      if (current === undefined) return done(true)
+      for (;;) {
+        if (events.length >= maxEvents) return done(false)
+        const d = queue.before(record.seq)
+        if (d === undefined) break
+        take(d)
+      }
+      if (events.length >= maxEvents) return done(false)
+      const step = recordStep(record, current)
       read++
-      if (event !== undefined) events.push(event)
-      if (events.length >= maxEvents || read >= maxScan) return { events, scannedTo, complete: scannedTo >= toSeq, lost }
+      cursor = step.cursor
+      if (step.event !== undefined) take({ event: step.event, cursor: step.cursor })
+      if (events.length >= maxEvents || read >= maxScan) return cursor.seq >= toSeq ? finish() : done(false)
     }
-    if (batch.length === 0 || scannedTo >= toSeq) return { events, scannedTo, complete: true, lost }
-    batch = await log.read({ fromSeq: scannedTo + 1 }, Math.min(SCAN_BATCH, toSeq - scannedTo))
+    if (batch.length === 0 || cursor.seq >= toSeq) return finish()
+    batch = await log.read({ fromSeq: cursor.seq + 1 }, Math.min(SCAN_BATCH, toSeq - cursor.seq))
   }
 }
 

@@ -1,8 +1,9 @@
 import type { SignalLog } from '../pipeline/index.js'
 import type { DisputeRecord, Registry } from '../registry/index.js'
-import { isActive, isFinal, type RentalRecord, type Rentals } from '../rentals/index.js'
-import { disputedEventId, signalEventId } from './event-id.js'
+import { isFinal, type RentalRecord, type Rentals } from '../rentals/index.js'
+import type { EventPosition } from './event-id.js'
 import type { LiveTail } from './live-tail.js'
+import { cursorOf } from './rental-events.js'
 import { StreamSession, type EventSink } from './stream-session.js'
 
 export interface StreamHubOptions {
@@ -22,8 +23,8 @@ export interface StreamHubOptions {
 }
 
 /**
- * The open streams of this process: the per-rental cap, the rentals' ends and the
- * accepted disputes fanned out to them, and the figures for /metrics.
+ * The open streams of this process: the per-rental cap, the rentals' ends, word of
+ * accepted disputes (each stream places their events itself), and the figures for /metrics.
  */
 export class StreamHub {
   readonly #o: StreamHubOptions
@@ -31,7 +32,6 @@ export class StreamHub {
   readonly #byRental = new Map<string, Set<StreamSession>>()
   readonly #reserved = new Map<string, number>()
   readonly #ending = new Set<string>()
-  readonly #announced = new Set<string>()
   readonly #stops: (() => void)[] = []
   readonly #timers = new Set<NodeJS.Timeout>()
   #open = 0
@@ -74,9 +74,11 @@ export class StreamHub {
     if (set?.size === 0) this.#byRental.delete(rentalId)
   }
 
-  /** Opens a stream on a reserved place: replays from `afterSeq` (the rental's start when undefined), then live. */
-  async open(rental: RentalRecord, sink: EventSink, afterSeq: number | undefined): Promise<StreamSession> {
-    const session = new StreamSession(rental, this.#o.log, this.#o.tail, (id) => this.#o.rentals.get(id), sink, afterSeq)
+  /** Opens a stream on a reserved place: replays from after `resume` (an event id's position, or a seq; the rental's start when undefined), then live. */
+  async open(rental: RentalRecord, sink: EventSink, resume: EventPosition | number | undefined): Promise<StreamSession> {
+    const position = typeof resume === 'number' ? { seq: resume, end: false } : resume
+    const start = position === undefined ? undefined : cursorOf(position, this.#o.registry, rental.source_id)
+    const session = new StreamSession(rental, this.#o.log, this.#o.tail, (id) => this.#o.rentals.get(id), sink, start, this.#o.registry)
     let set = this.#byRental.get(rental.rental_id)
     if (set === undefined) this.#byRental.set(rental.rental_id, (set = new Set()))
     set.add(session)
@@ -112,27 +114,13 @@ export class StreamHub {
     this.#timers.add(timer)
   }
 
+  /** A recorded accepted dispute: the streams of its source's rentals send its events in their place (each session picks its rental's). */
   #disputes(changed: readonly DisputeRecord[]): void {
     for (const d of changed) {
-      if (d.state !== 'accepted' || this.#announced.has(d.dispute_id)) continue
-      this.#announced.add(d.dispute_id)
+      if (d.state !== 'accepted' || d.after_seq == null) continue
       for (const [rentalId, sessions] of this.#byRental) {
-        const rental = this.#o.rentals.get(rentalId)
-        if (rental === undefined || rental.source_id !== d.source_id) continue
-        for (const signal of d.signals) {
-          if (!isActive(rental, Date.parse(signal.received_at))) continue
-          for (const s of sessions)
-            s.disputed((afterSeq) => ({
-              event: 'byo.signal.disputed',
-              event_id: disputedEventId(afterSeq, signal.seq),
-              rental_id: rentalId,
-              source_id: d.source_id,
-              signal_id: signal.signal_id,
-              signal_event_id: signalEventId(signal.seq),
-              dispute_id: d.dispute_id,
-              disputed_at: d.resolved_at ?? new Date(this.#now()).toISOString(),
-            }))
-        }
+        if (this.#o.rentals.get(rentalId)?.source_id !== d.source_id) continue
+        for (const s of sessions) s.disputesChanged(d.after_seq)
       }
     }
   }

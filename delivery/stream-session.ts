@@ -4,6 +4,7 @@ import type { DeliveryEvent, StreamGapEvent } from '../schemas/index.js'
 import { signalEventId } from './event-id.js'
 import type { LiveTail } from './live-tail.js'
 import { scanRentalEvents } from './log-scan.js'
+import { compareCursors, DisputeQueue, type RentalCursor, type RentalDisputes } from './rental-events.js'
 import { sharedRentalEvent } from './shared-events.js'
 import { rentalEndedEvent } from './signal-event.js'
 
@@ -21,19 +22,22 @@ export interface EventSink {
 const REPLAY_EVENTS = 256
 const REPLAY_SCAN = 8192
 
-type Pending = { kind: 'records'; records: readonly LogRecord[] } | { kind: 'lost'; range: LostRange } | { kind: 'disputed'; make: (afterSeq: number) => DeliveryEvent } | { kind: 'end' }
+type Pending = { kind: 'records'; records: readonly LogRecord[] } | { kind: 'lost'; range: LostRange } | { kind: 'end' }
 
 /**
  * One open stream of one rental: replays the log from its resume point up to the tail's
  * position, holding what the tail hands it meanwhile, then goes live. `cursor` is the
- * log position everything up to which has been dealt with, so every event goes out once
- * and in log order.
+ * point in the rental's one order (rental-events.ts) everything up to which has been
+ * dealt with, so every event, accepted disputes' included, goes out once and in order.
+ * A record past a dispute being accepted waits until it is recorded (the registry's gate).
  */
 export class StreamSession {
   readonly rentalId: string
   readonly sourceId: string
-  #cursor: number
+  #cursor: RentalCursor
   #live = false
+  /** Live, but records wait for a dispute being accepted: what comes meanwhile is held. */
+  #blocked = false
   #ending = false
   readonly #pending: Pending[] = []
   #unlisten: (() => void) | undefined
@@ -45,12 +49,13 @@ export class StreamSession {
     private readonly tail: LiveTail,
     rentalNow: (id: string) => RentalRecord | undefined,
     private readonly sink: EventSink,
-    private readonly afterSeq: number | undefined,
+    private readonly start_: RentalCursor | undefined,
+    private readonly disputes: RentalDisputes,
   ) {
     this.rentalId = rental.rental_id
     this.sourceId = rental.source_id
     this.#rental = () => rentalNow(this.rentalId)
-    this.#cursor = afterSeq ?? 0
+    this.#cursor = start_ ?? { seq: 0 }
   }
 
   /** Replays, then goes live; resolves once live (or the stream stopped). */
@@ -60,20 +65,28 @@ export class StreamSession {
       lost: (range) => this.#take({ kind: 'lost', range }),
     })
     const upTo = this.tail.position
-    let start: { afterSeq?: number } = this.afterSeq === undefined ? {} : { afterSeq: this.afterSeq }
+    // The tail may have handed out records past a dispute being accepted: the replay goes that far once it is recorded.
+    await this.disputes.disputeGate.until(upTo)
+    let start: RentalCursor | undefined = this.start_
     for (;;) {
       if (this.sink.closed) return this.stop()
-      const step = await scanRentalEvents(this.log, this.#rental, start, upTo, REPLAY_EVENTS, REPLAY_SCAN)
+      const from = start === undefined ? {} : { afterSeq: start.seq, ...(start.dispute && { dispute: start.dispute }) }
+      const step = await scanRentalEvents(this.log, this.#rental, from, upTo, REPLAY_EVENTS, REPLAY_SCAN, this.disputes)
       if (step.lost !== null) this.#gap(step.lost)
       for (const event of step.events) if (!this.#send(event)) return this.stop()
-      this.#cursor = Math.max(this.#cursor, step.scannedTo)
+      this.#advance(step.cursor)
       if (step.complete) break
-      start = { afterSeq: step.scannedTo }
+      start = step.cursor
       await this.sink.writable()
     }
-    this.#cursor = Math.max(this.#cursor, upTo)
+    this.#advance({ seq: upTo })
     this.#live = true
-    for (const p of this.#pending.splice(0)) this.#apply(p)
+    this.#drain()
+  }
+
+  /** An accepted dispute of this rental's source was recorded, placed after record `afterSeq`: its events go once the stream is past that record. */
+  disputesChanged(afterSeq: number): void {
+    void this.tail.reached(afterSeq).then(() => this.#flushDisputes())
   }
 
   /** The rental ended or expired: `settledSeq` is the log position past which no signal of its span can be. */
@@ -83,11 +96,6 @@ export class StreamSession {
     void this.tail.reached(settledSeq).then(() => this.#take({ kind: 'end' }))
   }
 
-  /** An accepted dispute names a signal this rental received; `make` builds the event for the position it follows. */
-  disputed(make: (afterSeq: number) => DeliveryEvent): void {
-    this.#take({ kind: 'disputed', make })
-  }
-
   stop(): void {
     this.#unlisten?.()
     this.#unlisten = undefined
@@ -95,13 +103,19 @@ export class StreamSession {
   }
 
   get cursor(): number {
-    return this.#cursor
+    return this.#cursor.seq
   }
 
   #take(p: Pending): void {
     if (this.sink.closed) return this.stop()
-    if (!this.#live) this.#pending.push(p)
+    if (!this.#live || this.#blocked) this.#pending.push(p)
     else this.#apply(p)
+  }
+
+  /** Applies what was held, until a record must wait for a dispute being accepted; then the disputes due. */
+  #drain(): void {
+    while (this.#pending.length > 0 && !this.#blocked) this.#apply(this.#pending.shift() as Pending)
+    if (!this.#blocked) this.#flushDisputes()
   }
 
   #apply(p: Pending): void {
@@ -109,22 +123,55 @@ export class StreamSession {
     if (p.kind === 'records') {
       const rental = this.#rental()
       if (rental === undefined) return this.#close()
-      for (const r of p.records) {
-        if (r.seq <= this.#cursor) continue
+      for (let i = 0; i < p.records.length; i++) {
+        const r = p.records[i] as LogRecord
+        if (r.seq <= this.#cursor.seq) continue
+        if (!this.disputes.disputeGate.allows(r.seq)) return this.#block({ kind: 'records', records: p.records.slice(i) }, r.seq)
+        // The disputes placed before this record go first.
+        const due = new DisputeQueue(this.disputes, rental, this.#cursor, r.seq - 1)
+        for (let d = due.through(r.seq - 1); d !== undefined; d = due.through(r.seq - 1)) if (!this.#sendAt(d.event, d.cursor)) return this.stop()
         // Made once per record and rental: the rental's other streams get the same object.
         const event = sharedRentalEvent(r, rental)
-        this.#cursor = r.seq
+        this.#cursor = { seq: r.seq }
         if (event !== undefined && !this.#send(event)) return this.stop()
       }
     } else if (p.kind === 'lost') {
-      if (p.range.toSeq > this.#cursor) this.#gap({ ...p.range, fromSeq: Math.max(p.range.fromSeq, this.#cursor + 1) })
-    } else if (p.kind === 'disputed') {
-      if (!this.#send(p.make(this.#cursor))) this.stop()
+      if (p.range.toSeq > this.#cursor.seq) this.#gap({ ...p.range, fromSeq: Math.max(p.range.fromSeq, this.#cursor.seq + 1) })
     } else {
+      this.#flushDisputes()
       const rental = this.#rental()
-      if (rental !== undefined && isFinal(rental)) this.#send(rentalEndedEvent(rental, Math.max(this.#cursor, this.tail.position)))
+      if (rental !== undefined && isFinal(rental)) this.#send(rentalEndedEvent(rental, Math.max(this.#cursor.seq, this.tail.position)))
       this.#close()
     }
+  }
+
+  /** Holds `rest` (and what comes after) until the gate lets record `seq` through. */
+  #block(rest: Pending, seq: number): void {
+    this.#blocked = true
+    this.#pending.unshift(rest)
+    void this.disputes.disputeGate.until(seq).then(() => {
+      this.#blocked = false
+      if (this.#unlisten !== undefined && !this.sink.closed) this.#drain()
+    })
+  }
+
+  /** Sends the dispute events placed up to the tail's position (every record to there was dealt with) that are still due. */
+  #flushDisputes(): void {
+    if (!this.#live || this.#blocked || this.#pending.length > 0 || this.#unlisten === undefined) return
+    const rental = this.#rental()
+    if (rental === undefined) return
+    const through = Math.max(this.#cursor.seq, this.tail.position)
+    const due = new DisputeQueue(this.disputes, rental, this.#cursor, through)
+    for (let d = due.through(through); d !== undefined; d = due.through(through)) if (!this.#sendAt(d.event, d.cursor)) return this.stop()
+  }
+
+  #advance(to: RentalCursor): void {
+    if (compareCursors(to, this.#cursor) > 0) this.#cursor = to
+  }
+
+  #sendAt(event: DeliveryEvent, cursor: RentalCursor): boolean {
+    this.#advance(cursor)
+    return this.#send(event)
   }
 
   #gap(range: { fromSeq: number; toSeq: number; count: number }): void {
@@ -136,7 +183,7 @@ export class StreamSession {
       to_event_id: signalEventId(range.toSeq),
       count: range.toSeq - range.fromSeq + 1,
     }
-    this.#cursor = Math.max(this.#cursor, range.toSeq)
+    this.#advance({ seq: range.toSeq })
     this.#send(event)
   }
 

@@ -1,9 +1,9 @@
-import type { TicketGrant, TicketStore } from './ticket-store.js'
+import { TicketStoreFullError, type TicketGrant, type TicketStore } from './ticket-store.js'
 
 /**
- * Tickets in this process's memory: enough for one gateway process (the embedded
- * deployment). A ticket issued by one process of a cluster would not open a stream on
- * another: that needs a KV adapter of TicketStore. Bounded: past `maxTickets` unexpired
+ * Tickets in this process's memory: a ticket issued by one process would not open a
+ * stream on another, so the service uses the KV adapter (ticket-kv.ts); this one serves
+ * tests and a single process. Bounded: past `maxTickets` unexpired
  * tickets a new one is refused until some expire or are used.
  */
 export class MemoryTicketStore implements TicketStore {
@@ -33,15 +33,9 @@ export class MemoryTicketStore implements TicketStore {
     return held.expiresAt > now ? held.grant : undefined
   }
 
+  async close(): Promise<void> {}
+
   #sweep(now: number): void {
     for (const [hash, held] of this.#tickets) if (held.expiresAt <= now) this.#tickets.delete(hash)
-  }
-}
-
-export class TicketStoreFullError extends Error {
-  readonly code = 'tickets_full'
-  constructor() {
-    super('too many stream tickets are outstanding')
-    this.name = 'TicketStoreFullError'
   }
 }

@@ -9,11 +9,23 @@ export interface TicketGrant {
  * EventSource cannot send an Authorization header. Stored by the SHA-256 of the ticket,
  * never the ticket itself. Asynchronous, with what a NATS KV bucket offers (create-if-absent
  * to store, delete with the expected revision to redeem once), so that a cluster can share
- * tickets across processes; the in-memory adapter (ticket-memory.ts) serves one process.
+ * tickets across processes: the KV adapter (ticket-kv.ts) is what the service uses; the
+ * in-memory adapter (ticket-memory.ts) serves a single process, and tests.
  */
 export interface TicketStore {
   /** Stores a grant under `hash` until `expiresAt` (ms). */
   put(hash: string, grant: TicketGrant, expiresAt: number): Promise<void>
   /** Takes the grant under `hash` out, once: a second take, or one after expiry, gets undefined. */
   take(hash: string, now: number): Promise<TicketGrant | undefined>
+  /** Stops its background work (a KV adapter's watch and sweep); the tickets stay in the store. */
+  close(): Promise<void>
+}
+
+/** A new ticket past the store's bound: the route answers 503 overloaded with Retry-After. */
+export class TicketStoreFullError extends Error {
+  readonly code = 'tickets_full'
+  constructor() {
+    super('too many stream tickets are outstanding')
+    this.name = 'TicketStoreFullError'
+  }
 }

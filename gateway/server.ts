@@ -1,39 +1,21 @@
 import type { BlockList } from 'node:net'
 import { networkInterfaces } from 'node:os'
 import type { Logger } from 'pino'
-import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
 import type { Registry } from '../registry/index.js'
-import type { Rentals } from '../rentals/index.js'
-import type { Webhooks } from '../delivery/index.js'
-import type { ReceiptStore } from '../receipts/index.js'
-import { ConfigError } from '../config/index.js'
-import { ApiError, type RateCeiling, openApiDocument } from '../schemas/index.js'
-import { registerAdminRoutes } from './control/admin-routes.js'
-import { registerAgentAdminRoutes } from './control/agent-admin-routes.js'
-import { registerAgentRoutes } from './control/agent-routes.js'
-import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
-import { registerDisputeRoutes } from './control/dispute-routes.js'
-import { registerKeyRoutes } from './control/key-routes.js'
-import { registerSourceLifecycleRoutes } from './control/source-lifecycle-routes.js'
-import { registerRentalRoutes } from './control/rental-routes.js'
-import { registerWebhookRoutes } from './control/webhook-routes.js'
-import { registerSourceRoutes } from './control/source-routes.js'
-import { registerScoringRoutes } from './control/scoring-routes.js'
-import { registerSourceStatusRoute } from './control/source-status-route.js'
-import { registerReadRoutes, type ReadOptions } from './reads/index.js'
+import { ConfigError, type Role } from '../config/index.js'
+import { ApiError, openApiDocument } from '../schemas/index.js'
+import { registerApiRoutes, type ApiOptions } from './api-routes.js'
 import { BodyReader } from './http/body-reader.js'
-import { getRoute, MAX_CONTROL_SLOW_UPLOADS, noteMethods, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
+import { getRoute, MAX_CONTROL_SLOW_UPLOADS, refuseOtherMethods, type JsonRoutesParts } from './http/json-route.js'
 import { route } from './http/route.js'
 import type { Reply } from './http/reply.js'
 import { uws, type us_listen_socket } from './http/uws.js'
-import { ingestHandler } from './ingest-edge.js'
 import { ClientAddresses } from './client-address.js'
 import { Metrics } from './metrics.js'
 import { registerMetricsRoute } from './metrics-route.js'
 import { registerRecorderMetrics, type RecorderReadings } from './recorder-metrics.js'
-import { registerWebhookMetrics } from './webhook-metrics.js'
 import { ProvenAddresses } from './proven-addresses.js'
-import { registerPollRoute, registerStreamMetrics, registerStreamRoutes, type PollRouteOptions, type StreamRouteOptions } from './streams/index.js'
+import { registerDeliveryRoutes, registerOtherRoles, type DeliveryRouteOptions } from './role-routes.js'
 
 export interface GatewayOptions {
   readonly host: string
@@ -45,25 +27,17 @@ export interface GatewayOptions {
   readonly maxSlowBodies: number
   /** The proxies whose X-Forwarded-For names the client (ClientAddresses); undefined trusts none. */
   readonly trustedProxies: BlockList | undefined
-  /** The highest max_rate a new source may declare. */
-  readonly rateCeiling: RateCeiling
+  /** What this process runs (ROLE): the paths of the roles it does not run answer `421 wrong_role`. */
+  readonly role: Role
   readonly registry: Registry
-  readonly rentals: Rentals
-  /** Receipts: read by the receipts API, written by the recorder. */
-  readonly receipts: ReceiptStore
-  /** Renters' webhooks and the delivery keys; absent when no delivery runs in this process. */
-  readonly webhooks?: Webhooks
-  /** How long a source's public status keeps its receipt figures (STATUS_CACHE_MS). */
-  readonly statusCacheMs: number
+  /** Ingest, the control plane and the receipt reads; absent when the gateway role does not run here. */
+  readonly api?: ApiOptions
+  /** The renters' streams, polling and webhooks; absent when the delivery role does not run here. */
+  readonly delivery?: DeliveryRouteOptions
   /** The recorder, for its metrics and its detail in /readyz; absent when none runs in this process. */
   readonly recorder?: RecorderReadings
-  /** The receipt reads' allowances, export caps and usage meter. */
-  readonly reads: Pick<ReadOptions, 'limiter' | 'rates' | 'exportsPerCaller' | 'exportsMax' | 'meter'>
-  /** The renters' event streams and polling; absent: those routes are not served. */
-  readonly streams?: StreamRouteOptions & Pick<PollRouteOptions, 'log' | 'endSettleMs'>
-  readonly pipeline: IngestPipeline
-  readonly pool: VerifyPool
-  readonly errors: IngestErrorLog
+  /** The signal log's last sequence number, for the metrics. */
+  readonly logLastSeq: () => number
   readonly logger: Logger
   /** False once the signal log has failed for good (draining is checked separately). */
   readonly isReady: () => boolean
@@ -83,9 +57,7 @@ export interface Gateway {
   drain(graceMs: number): Promise<void>
 }
 
-const INGEST_PATH = '/v1/byo/sources/:source_id/signals'
-
-/** Starts the HTTP edge: ingest, control plane, health. */
+/** Starts the HTTP edge: the routes of the roles this process runs, health, readiness and metrics. */
 export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const app = uws.App()
   const bodies = new BodyReader(options.bodyTimeoutMs, options.maxSlowBodies)
@@ -107,16 +79,17 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   }
   const isDraining = () => draining
   const provenAddresses = new ProvenAddresses(Date.now)
+  const api = options.api
+  // A process without ingest holds no verifications, nonces or dedup entries: its gauges read 0.
   const metrics = new Metrics({
-    verifySlotsTaken: () => options.pool.pending,
-    liveNonces: () => options.pipeline.liveNonces,
-    dedupEntries: () => options.pipeline.dedupEntries,
-    journalLastSeq: () => options.pipeline.logLastSeq,
+    verifySlotsTaken: () => api?.pool.pending ?? 0,
+    liveNonces: () => api?.pipeline.liveNonces ?? 0,
+    dedupEntries: () => api?.pipeline.dedupEntries ?? 0,
+    journalLastSeq: options.logLastSeq,
     inFlightRequests: () => inFlight,
     provenAddresses: () => provenAddresses.size,
   })
   if (options.recorder !== undefined) registerRecorderMetrics(metrics.registry, options.recorder)
-  if (options.webhooks !== undefined) registerWebhookMetrics(metrics.registry, options.webhooks)
   const summary = setInterval(() => {
     const refusals = metrics.refusalsSinceLastSummary()
     if (Object.keys(refusals).length > 0) options.logger.info({ refusals }, 'ingest refusals in the last minute')
@@ -124,64 +97,35 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   const clientAddresses = new ClientAddresses(options.trustedProxies)
   const parts: JsonRoutesParts = { app, registry: options.registry, bodies: controlBodies, logger: options.logger, isDraining, track, controlBodyBytes: { inFlight: 0 }, routes: new Map() }
 
-  noteMethods(parts, INGEST_PATH, 'POST')
-  route(
-    app,
-    'post',
-    INGEST_PATH,
-    options.logger,
-    ingestHandler({
-      registry: options.registry,
-      pipeline: options.pipeline,
-      pool: options.pool,
-      errors: options.errors,
-      bodies,
-      logger: options.logger,
-      now: Date.now,
-      isDraining,
-      isStarting: options.isStarting,
-      track,
-      metrics,
-      provenAddresses,
-      clientAddresses,
-    }),
-  )
-  registerAdminRoutes(parts)
   let baseUrl = options.publicBaseUrl
-  registerSourceRoutes(parts, () => baseUrl, options.rateCeiling)
-  registerAgentRoutes(parts, () => baseUrl)
-  registerAgentAdminRoutes(parts)
-  registerSourceLifecycleRoutes(parts, () => baseUrl, options.rateCeiling, () => options.pipeline.settled())
-  registerKeyRoutes(parts, () => options.pipeline.settled())
-  registerIngestErrorsRoute(parts, options.errors)
-  registerRentalRoutes(parts, options.rentals)
-  if (options.webhooks !== undefined) registerWebhookRoutes(parts, options.rentals, options.webhooks)
-  registerScoringRoutes(parts, options.receipts, Date.now)
-  registerSourceStatusRoute(parts, { receipts: options.receipts, cacheMs: options.statusCacheMs, now: Date.now, logger: options.logger })
-  registerReadRoutes(parts, { ...options.reads, receipts: options.receipts, rentals: options.rentals, clientAddresses, logger: options.logger })
-  const streams = options.streams === undefined ? undefined : registerStreamRoutes(parts, options.streams)
-  if (options.streams !== undefined) {
-    registerPollRoute(parts, options.streams)
-    registerStreamMetrics(metrics.registry, options.streams.hub)
+  if (api !== undefined) {
+    const edge = { bodies, bodyTimeoutMs: options.bodyTimeoutMs, isDraining, isStarting: options.isStarting, track, metrics, provenAddresses, clientAddresses, baseUrl: () => baseUrl }
+    registerApiRoutes(parts, api, edge)
   }
-  // A signal is stored at most a body's time, a verification and an append after its arrival.
-  const maxLagMs = options.bodyTimeoutMs + 60_000
-  registerDisputeRoutes(parts, {
-    hasAccepted: (sourceId, signalId) => options.pipeline.hasAccepted(sourceId, signalId),
-    findAccepted: (sourceId, signalId, receivedAtMs, budget) => options.pipeline.findAccepted(sourceId, signalId, receivedAtMs, maxLagMs, budget),
-  })
+  const streams = options.delivery === undefined ? undefined : registerDeliveryRoutes(parts, options.delivery, metrics)
 
   getRoute(parts, '/healthz', (reply) => reply.send(200, { ok: true, data: { status: 'alive' } }))
   getRoute(parts, '/readyz', (reply) => {
     if (!draining && !options.isStarting() && options.isReady()) {
       // Ready whatever the recorder's lag: ingest only appends to the log, which holds the signals until they are recorded.
       const recorder = options.recorder?.status()
-      reply.send(200, { ok: true, data: { status: 'ready', verify_queue: options.pool.pending, ...(recorder && { recorder }) } })
+      const hub = options.delivery?.streams.hub
+      reply.send(200, {
+        ok: true,
+        data: {
+          status: 'ready',
+          role: options.role,
+          ...(api && { verify_queue: api.pool.pending }),
+          ...(recorder && { recorder }),
+          ...(hub && { delivery: { open_streams: hub.openStreams } }),
+        },
+      })
     } else reply.fail(new ApiError('not_ready', draining ? 'shutting down' : options.isStarting() ? 'starting' : 'the signal log failed', { retryAfter: 1 }))
   })
   registerMetricsRoute(parts, metrics, options.logger, Date.now)
   getRoute(parts, '/v1/openapi.json', (reply) => reply.send(200, openApiDocument(baseUrl)))
   refuseOtherMethods(parts)
+  registerOtherRoles(parts, options.role)
   route(app, 'any', '/*', options.logger, (reply) => reply.fail(new ApiError('not_found', 'no such endpoint'), true))
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {

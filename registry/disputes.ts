@@ -31,13 +31,37 @@ export class Disputes {
   readonly #perCreator = new Map<string, number>()
   /** Per source: signal id → the accepted dispute that names it first. */
   readonly #disputed = new Map<string, Map<string, string>>()
+  /** Per source: the accepted disputes in the order renters receive them (`deliveryOrder`). */
+  readonly #accepted = new Map<string, DisputeRecord[]>()
+  #lastAcceptOrder = 0
 
   /** `records` in the order they were opened (the registry file keeps it). */
   constructor(records: readonly DisputeRecord[] = []) {
     for (const r of records) {
+      if (r.state === 'accepted') {
+        // Accepted before positions were kept: the greatest seq among its signals, which every process derives alike.
+        r.after_seq ??= greatestSignalSeq(r)
+        r.accept_order ??= 0
+      } else {
+        r.after_seq ??= null
+        r.accept_order ??= null
+      }
       this.add(r)
-      if (r.state === 'accepted') this.markDisputed(r)
+      if (r.state === 'accepted') {
+        this.markDisputed(r)
+        this.fileForDelivery(r)
+      }
     }
+  }
+
+  /** The accept_order the next accepted dispute takes. */
+  nextAcceptOrder(): number {
+    return this.#lastAcceptOrder + 1
+  }
+
+  /** The source's recorded accepted disputes in the order renters receive them: by after_seq, then accept_order. */
+  acceptedOf(sourceId: string): readonly DisputeRecord[] {
+    return this.#accepted.get(sourceId) ?? []
   }
 
   get size(): number {
@@ -102,15 +126,41 @@ export class Disputes {
     }
   }
 
-  /** Moves the dispute's signals to state `disputed`. */
+  /** Moves the dispute's signals to state `disputed`, and files it for delivery at its after_seq and accept_order. */
   markDisputed(record: DisputeRecord): () => void {
     let signals = this.#disputed.get(record.source_id)
     if (signals === undefined) this.#disputed.set(record.source_id, (signals = new Map()))
     const added = record.signals.map((s) => s.signal_id).filter((id) => !signals.has(id))
     for (const id of added) signals.set(id, record.dispute_id)
+    const lastOrder = this.#lastAcceptOrder
+    this.#lastAcceptOrder = Math.max(lastOrder, record.accept_order ?? 0)
     return () => {
       for (const id of added) signals.delete(id)
       if (signals.size === 0) this.#disputed.delete(record.source_id)
+      this.#lastAcceptOrder = lastOrder
     }
   }
+
+  /**
+   * Files an accepted dispute for delivery, once it is recorded (a change that could not
+   * be recorded is undone, and renters must never have been told of it). Idempotent.
+   */
+  fileForDelivery(record: DisputeRecord): void {
+    if (record.state !== 'accepted') return
+    let accepted = this.#accepted.get(record.source_id)
+    if (accepted === undefined) this.#accepted.set(record.source_id, (accepted = []))
+    if (accepted.includes(record)) return
+    const at = accepted.findIndex((other) => deliveryOrder(record, other) < 0)
+    accepted.splice(at < 0 ? accepted.length : at, 0, record)
+  }
+}
+
+/** The greatest log seq among the dispute's signals: the earliest place its events can be delivered. */
+export function greatestSignalSeq(record: DisputeRecord): number {
+  return record.signals.reduce((max, s) => Math.max(max, s.seq), 0)
+}
+
+/** Negative when accepted dispute `a` is delivered before `b`. */
+export function deliveryOrder(a: DisputeRecord, b: DisputeRecord): number {
+  return (a.after_seq ?? 0) - (b.after_seq ?? 0) || (a.accept_order ?? 0) - (b.accept_order ?? 0)
 }

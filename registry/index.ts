@@ -1,6 +1,7 @@
 export { Registry } from './registry.js'
 export { REGISTRY_LIMITS } from './limits.js'
 export { DISPUTE_LIMITS } from './disputes.js'
+export { DisputeGate, type DisputeHold } from './dispute-gate.js'
 export type { LiveKey } from './registry.js'
 export { RegistryFile } from './registry-file.js'
 export type { RegistryChange, RegistryStore } from './registry-store.js'

@@ -121,6 +121,18 @@ export interface DisputeRecord {
   resolved_at: string | null
   /** The review's note on its decision. */
   resolution: string | null
+  /**
+   * Where renters receive the dispute's `byo.signal.disputed` events: after the signal
+   * log's record `after_seq` (its last record when the dispute was accepted) and before
+   * the next. Null until accepted. Absent in disputes accepted before it was kept: derived
+   * on load as the greatest seq among its signals, so every process derives the same.
+   */
+  after_seq?: number | null
+  /**
+   * The order of acceptance among all disputes (1, 2, ...), which orders disputes accepted
+   * at the same `after_seq`; 0 for those accepted before it was kept. Null until accepted.
+   */
+  accept_order?: number | null
 }
 
 /** Everything the registry persists, as one document. */

@@ -1,6 +1,7 @@
 import { ApiError, type Listing, type Manifest, type RevocationReason } from '../schemas/index.js'
 import { ChangeSet } from './change-set.js'
-import { Disputes } from './disputes.js'
+import { DisputeGate } from './dispute-gate.js'
+import { Disputes, greatestSignalSeq } from './disputes.js'
 import { REGISTRY_LIMITS } from './limits.js'
 import { OwnerIndex } from './owner-index.js'
 import { newId } from './records.js'
@@ -34,6 +35,8 @@ export class Registry {
   readonly #retiredKeys: RetiredKeys
   readonly #disputes: Disputes
   readonly #disputeWatchers = new Set<(changed: readonly DisputeRecord[]) => void>()
+  /** Acceptances under way in this process, which hold the delivery channels back (dispute-gate.ts). */
+  readonly disputeGate = new DisputeGate()
   /** Keys whose promotion is made in memory but not yet recorded. */
   readonly #promoting = new Set<string>()
 
@@ -42,7 +45,10 @@ export class Registry {
     this.#changes = new ChangeSet(async (change) => {
       await store.append(change, () => this.#snapshot())
       // Told once the change is durable, so a watcher never acts on one the registry could still undo.
-      if (change.disputes !== undefined && change.disputes.length > 0) for (const watcher of this.#disputeWatchers) watcher(change.disputes)
+      if (change.disputes !== undefined && change.disputes.length > 0) {
+        for (const d of change.disputes) this.#disputes.fileForDelivery(d)
+        for (const watcher of this.#disputeWatchers) watcher(change.disputes)
+      }
     })
     this.#tokens = new TokenTable(this.#changes, adminToken, snapshot?.tokens)
     this.#agents = new Map((snapshot?.agents ?? []).map((a) => [a.agent_id, a]))
@@ -372,6 +378,8 @@ export class Registry {
         created_at: this.#iso(),
         resolved_at: null,
         resolution: null,
+        after_seq: null,
+        accept_order: null,
       }
       const change = this.#changes.current
       change.undo.push(this.#disputes.add(record))
@@ -391,9 +399,11 @@ export class Registry {
    * The review's decision (spec 3.2: "compromise evidence is accepted"): open →
    * accepted, which puts the dispute's signals in state `disputed`, or open → rejected.
    * Final: repeating the decision changes nothing; reversing it, or repeating it with
-   * another resolution note, is refused.
+   * another resolution note, is refused. `afterSeq`: the signal log's last seq as it is
+   * accepted, after which renters receive its events (never before its own signals;
+   * without it, right after the greatest of them).
    */
-  resolveDispute(sourceId: string, disputeId: string, outcome: 'accepted' | 'rejected', resolution: string | null): Promise<DisputeRecord> {
+  resolveDispute(sourceId: string, disputeId: string, outcome: 'accepted' | 'rejected', resolution: string | null, afterSeq?: number): Promise<DisputeRecord> {
     return this.#changes.run(() => {
       const record = this.#disputes.get(sourceId, disputeId)
       if (record === undefined) throw new ApiError('not_found', 'no such dispute for this source')
@@ -404,7 +414,11 @@ export class Registry {
       record.state = outcome
       record.resolved_at = this.#iso()
       record.resolution = resolution
-      if (outcome === 'accepted') change.undo.push(this.#disputes.markDisputed(record))
+      if (outcome === 'accepted') {
+        record.after_seq = Math.max(afterSeq ?? 0, greatestSignalSeq(record))
+        record.accept_order = this.#disputes.nextAcceptOrder()
+        change.undo.push(this.#disputes.markDisputed(record))
+      }
       return record
     })
   }
@@ -421,6 +435,11 @@ export class Registry {
   /** Spec 3.2: the accepted dispute that moved the signal from accepted to disputed, if one did. */
   disputeOf(sourceId: string, signalId: string): string | undefined {
     return this.#disputes.disputeOf(sourceId, signalId)
+  }
+
+  /** The source's accepted disputes, once recorded, in the order renters receive them: by after_seq, then accept_order. */
+  acceptedDisputesOf(sourceId: string): readonly DisputeRecord[] {
+    return this.#disputes.acceptedOf(sourceId)
   }
 
   /** Every dispute of every source, in the order they were opened (at most DISPUTE_LIMITS.total). */

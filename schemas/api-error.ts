@@ -46,6 +46,8 @@ export const ERROR_STATUS = {
   source_retired: 409,
   unknown_signal: 400,
   payload_too_large: 413,
+  /** A path another role serves (ROLE): the request reached the wrong process. */
+  wrong_role: 421,
   // edge
   overloaded: 503,
   not_ready: 503,

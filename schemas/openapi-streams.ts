@@ -32,7 +32,7 @@ export function streamPaths(): Record<string, unknown> {
         security: [{ bearer: [] }, { ticket: [] }],
         description:
           `${renterOnly}; or ?ticket= from POST stream-tickets instead of the header (not both: 400). Server-sent events: retry: first, then each event as id:, event: and data: (its JSON), a ": ping" comment when idle. ` +
-          'Replays from the resume point (Last-Event-ID over ?last_event_id=; none: the rental\u2019s start), then live; closes after byo.rental.ended. byo.signal.disputed is sent live only, never replayed. ' +
+          'Replays from the resume point (Last-Event-ID over ?last_event_id=; none: the rental\u2019s start), then live; closes after byo.rental.ended. byo.signal.disputed comes at its place (after the log record that was last when the dispute was accepted), replayed on resume like every event. ' +
           '429 rate_limited with Retry-After past STREAM_MAX_PER_RENTAL streams of the rental; 401 for a ticket unknown, used or expired',
         parameters: [
           rental,
@@ -53,7 +53,7 @@ export function streamPaths(): Record<string, unknown> {
     '/v1/rentals/{rental_id}/signals': {
       get: {
         security: bearer,
-        description: `${renterOnly}. Polling: the stream's events (not byo.signal.disputed), oldest first, a page at a time; pass next_cursor as the next after; null when nothing follows yet and after byo.rental.ended`,
+        description: `${renterOnly}. Polling: the stream's events (byo.signal.disputed included), in the stream's order, a page at a time; pass next_cursor as the next after; null when nothing follows yet and after byo.rental.ended`,
         parameters: [
           rental,
           query('after', 'exclusive: the last event_id you have; absent, from the rental\u2019s start', eventId),

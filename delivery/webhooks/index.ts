@@ -1,5 +1,5 @@
 /** Webhooks' public entry: the service object the gateway's routes and the service use. */
-export { Webhooks, WebhookRequestError, WEBHOOK_TIMEOUT_MS, type WebhooksOptions } from './webhooks.js'
+export { Webhooks, webhookBucketLimits, WebhookRequestError, WEBHOOK_TIMEOUT_MS, type WebhooksOptions } from './webhooks.js'
 export { WebhookUrlError } from './webhook-url.js'
-export { webhookBucketLimits, type WebhookEndpoint } from './webhook-state.js'
+export { type WebhookEndpoint } from './webhook-state.js'
 export { eventIdOf } from './webhook-event.js'

@@ -6,9 +6,9 @@ import { signalAcceptedEvent } from '../signal-event.js'
 /** The event id of the log record `seq`: the one the streams and polling send, so a webhook's event and a stream's are the same resume point. */
 export const eventIdOf = signalEventId
 
-/** The `webhook-id` of an event for a rental: the same on every retry and re-send of it. */
-export function webhookIdOf(rentalId: string, seq: number): string {
-  return `msg_${rentalId}_${eventIdOf(seq)}`
+/** The `webhook-id` of an event for a rental (a log seq: its record's event; or an event id): the same on every retry and re-send of it. */
+export function webhookIdOf(rentalId: string, event: number | string): string {
+  return `msg_${rentalId}_${typeof event === 'number' ? eventIdOf(event) : event}`
 }
 
 /** The webhook body of a log record for a rental, or undefined when the rental does not receive it (test signal, outside its active time, another source). */

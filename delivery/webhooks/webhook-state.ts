@@ -27,9 +27,18 @@ export interface WebhookEndpoint {
 /** The event being delivered, kept so a restart resumes its retries (same webhook-id, same window). */
 export interface PendingDelivery {
   readonly seq: number
+  /** A dispute event's id (placed after record `seq`); absent for the record's own event. */
+  readonly event_id?: string
   readonly first_attempt_at: number
   readonly attempts: number
   readonly next_at: number
+}
+
+/** A dispute event's place in the rental's order (rental-events.ts): after record `seq`, at `order` and `signal_seq`. */
+export interface DisputeCursor {
+  readonly seq: number
+  readonly order: number
+  readonly signal_seq: number
 }
 
 export interface DeliveryAttempt {
@@ -66,8 +75,8 @@ export const WEBHOOK_STATE_LIMITS = {
 } as const
 
 export function webhookBucketLimits(maxRentals: number): KvBucketLimits {
-  // Five keys per rental at most; a re-send list of 10,000 seqs is about 120 KB.
-  return { maxKeys: maxRentals * 5, maxValueBytes: 512 * 1024 }
+  // Six keys per rental at most; a re-send list of 10,000 seqs is about 120 KB.
+  return { maxKeys: maxRentals * 6, maxValueBytes: 512 * 1024 }
 }
 
 const encode = (v: unknown) => Buffer.from(JSON.stringify(v))
@@ -112,7 +121,7 @@ export class WebhookState {
 
   /** Removes the endpoint and everything delivery kept for it. */
   async removeEndpoint(rentalId: string): Promise<void> {
-    for (const kind of ['endpoint', 'pending', 'attempts', 'dead', 'resend']) await this.#bucket.delete(`${kind}.${rentalId}`)
+    for (const kind of ['endpoint', 'pending', 'attempts', 'dead', 'resend', 'disputed']) await this.#bucket.delete(`${kind}.${rentalId}`)
   }
 
   /** Every endpoint now, then each change: a process keeps its workers in step with every process's writes. */
@@ -129,6 +138,15 @@ export class WebhookState {
     else await this.#bucket.put(`pending.${rentalId}`, encode(pending))
   }
 
+  /** The last dispute event delivered (or dead-lettered): disputes are delivered from after it. */
+  async disputeCursor(rentalId: string): Promise<DisputeCursor | null> {
+    return (await this.#get<DisputeCursor>(`disputed.${rentalId}`))?.value ?? null
+  }
+
+  async setDisputeCursor(rentalId: string, cursor: DisputeCursor): Promise<void> {
+    await this.#bucket.put(`disputed.${rentalId}`, encode(cursor))
+  }
+
   async addAttempt(rentalId: string, attempt: DeliveryAttempt): Promise<void> {
     await this.#modify<DeliveryAttempt[]>(`attempts.${rentalId}`, (list) => [attempt, ...(list ?? [])].slice(0, WEBHOOK_STATE_LIMITS.attemptsPerRental))
   }
@@ -138,7 +156,7 @@ export class WebhookState {
   }
 
   async addDeadLetter(rentalId: string, letter: DeadLetter): Promise<void> {
-    await this.#modify<DeadLetter[]>(`dead.${rentalId}`, (list) => [letter, ...(list ?? []).filter((l) => l.seq !== letter.seq)].slice(0, WEBHOOK_STATE_LIMITS.deadLettersPerRental))
+    await this.#modify<DeadLetter[]>(`dead.${rentalId}`, (list) => [letter, ...(list ?? []).filter((l) => l.event_id !== letter.event_id)].slice(0, WEBHOOK_STATE_LIMITS.deadLettersPerRental))
   }
 
   async deadLetters(rentalId: string): Promise<DeadLetter[]> {

@@ -2,6 +2,8 @@ import type { Dispatcher } from 'undici'
 import { request } from 'undici'
 import type { LogConsumer, SignalLog } from '../../pipeline/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
+import { deliverableEnd, DisputeQueue, type RentalCursor, type RentalDisputes } from '../rental-events.js'
+import { deliverDisputeEvents } from './webhook-disputes.js'
 import type { DeliveryKeys } from './delivery-keys.js'
 import { parseRetryAfter, retryDelayMs } from './retry-schedule.js'
 import { eventIdOf, webhookEventOf, webhookIdOf } from './webhook-event.js'
@@ -13,6 +15,8 @@ export interface WebhookWorkerOptions {
   readonly state: WebhookState
   readonly keys: DeliveryKeys
   readonly rental: (rentalId: string) => RentalRecord | undefined
+  /** The accepted disputes, delivered in their place among the records (the registry). */
+  readonly disputes: RentalDisputes
   /** An undici dispatcher whose connections pass the SSRF guard. */
   readonly dispatcher: Dispatcher
   /** Per attempt, connection to last body byte (10 s). */
@@ -28,6 +32,8 @@ export interface WebhookWorkerOptions {
   readonly onAttempt?: (result: string) => void
   readonly onDeadLetter?: () => void
   readonly onError?: (err: unknown, rentalId: string) => void
+  /** Whether this process runs the rental's loop now (it holds the rental's lease shard); every rental when omitted. */
+  readonly owns?: (rentalId: string) => boolean
 }
 
 export interface AttemptOutcome {
@@ -99,6 +105,7 @@ export class WebhookWorkers {
   readonly #loops = new Map<string, { abort: AbortController; done: Promise<void>; poke: () => void }>()
   readonly #endpoints = new Map<string, WebhookEndpoint>()
   #watch: ReturnType<WebhookState['watchEndpoints']> | undefined
+  #unwatchDisputes: (() => void) | undefined
   #watching: Promise<void> | undefined
   #closed = false
   #inFlight = 0
@@ -111,6 +118,11 @@ export class WebhookWorkers {
 
   /** Follows the endpoints (every process's changes) and runs a loop for each enabled one. */
   async start(): Promise<void> {
+    // A dispute accepted while a loop waits at the log's end wakes it: its events are due without a new record.
+    this.#unwatchDisputes = this.#o.disputes.watchDisputes((changed) => {
+      const sources = new Set(changed.filter((d) => d.state === 'accepted').map((d) => d.source_id))
+      for (const [rentalId, loop] of this.#loops) if (sources.has(this.#o.rental(rentalId)?.source_id ?? '')) loop.poke()
+    })
     const watch = this.#o.state.watchEndpoints()
     this.#watch = watch
     this.#watching = (async () => {
@@ -139,11 +151,27 @@ export class WebhookWorkers {
     this.#loops.get(rentalId)?.poke()
   }
 
+  /** Starts and stops loops after the rentals this process owns changed; resolves once the loops it stopped have ended. */
+  async reconcileAll(): Promise<void> {
+    for (const rentalId of this.#endpoints.keys()) this.#reconcile(rentalId)
+    const ending = [...this.#loops].filter(([rentalId]) => !this.#owns(rentalId)).map(([, loop]) => (loop.abort.abort(), loop.done))
+    await Promise.all(ending)
+  }
+
+  /** The rentals whose loops run in this process now. */
+  running(): string[] {
+    return [...this.#loops.keys()]
+  }
+
+  #owns(rentalId: string): boolean {
+    return this.#o.owns?.(rentalId) ?? true
+  }
+
   #reconcile(rentalId: string): void {
     if (this.#closed) return
     const endpoint = this.#endpoints.get(rentalId)
     const running = this.#loops.get(rentalId)
-    if (endpoint?.state === 'enabled') {
+    if (endpoint?.state === 'enabled' && this.#owns(rentalId)) {
       running?.poke()
       if (running === undefined) this.#startLoop(rentalId)
     } else running?.abort.abort()
@@ -182,27 +210,46 @@ export class WebhookWorkers {
     const rental = this.#o.rental(rentalId)
     if (endpoint === undefined || rental === undefined) return
     const consumer: LogConsumer = await this.#o.log.consumer(`webhook-${rentalId}`, { sourceId: rental.source_id, startSeq: endpoint.start_seq })
+    const stored = await this.#o.state.disputeCursor(rentalId)
+    // The endpoint receives what is placed after the record before its start_seq, disputes included.
+    let disputed: RentalCursor = stored === null ? { seq: endpoint.start_seq - 1 } : { seq: stored.seq, dispute: { order: stored.order, signalSeq: stored.signal_seq } }
     try {
       while (!stop.aborted) {
         const resend = await this.#o.state.nextResend(rentalId)
         if (resend !== undefined) {
           const [record] = await this.#o.log.read({ fromSeq: resend }, 1)
           const event = record?.seq === resend ? webhookEventOf(record, rental) : undefined
-          if (event !== undefined && (await this.#deliver(rentalId, resend, event, stop)) === 'stopped') return
+          if (event !== undefined && (await this.#deliver(rentalId, resend, eventIdOf(resend), event, stop)) === 'stopped') return
           await this.#o.state.resent(rentalId, resend)
           continue
         }
-        const { records, lost } = await consumer.fetch(16, FETCH_WAIT_MS, waitSignal())
+        // Every record of the rental's up to `end` is delivered once a fetch comes back empty.
+        const end = await deliverableEnd(this.#o.disputes, async () => (await this.#o.log.info()).lastSeq)
+        const owed = new DisputeQueue(this.#o.disputes, this.#o.rental(rentalId) ?? rental, disputed, Infinity).has(Infinity)
+        const { records, lost } = await consumer.fetch(16, owed ? 0 : FETCH_WAIT_MS, waitSignal())
         if (lost !== null) {
           await this.#o.state.addAttempt(rentalId, { webhook_id: '', event_id: `${eventIdOf(lost.fromSeq)}-${eventIdOf(lost.toSeq)}`, attempt: 0, attempted_at: new Date(this.#now()).toISOString(), result: 'lost', status: null, error: `${lost.count} log records left retention before they were delivered`, duration_ms: 0, next_attempt_at: null })
         }
         for (const record of records) {
+          // Past a dispute being accepted, a record waits until it is recorded, and its events go first.
+          await this.#o.disputes.disputeGate.until(record.seq)
+          const before = await this.#deliverDisputes(rentalId, rental, disputed, record.seq - 1, stop)
+          if (before === 'stopped') {
+            consumer.nak()
+            return
+          }
+          disputed = before
           const event = webhookEventOf(record, rental)
-          if (event !== undefined && (await this.#deliver(rentalId, record.seq, event, stop)) === 'stopped') {
+          if (event !== undefined && (await this.#deliver(rentalId, record.seq, eventIdOf(record.seq), event, stop)) === 'stopped') {
             consumer.nak()
             return
           }
           await consumer.ack(record.seq)
+        }
+        if (records.length === 0) {
+          const through = await this.#deliverDisputes(rentalId, rental, disputed, end, stop)
+          if (through === 'stopped') return
+          disputed = through
         }
       }
     } finally {
@@ -210,23 +257,30 @@ export class WebhookWorkers {
     }
   }
 
+  async #deliverDisputes(rentalId: string, rental: RentalRecord, from: RentalCursor, throughSeq: number, stop: AbortSignal): Promise<RentalCursor | 'stopped'> {
+    const deliver = (seq: number, eventId: string, event: Record<string, unknown>) => this.#deliver(rentalId, seq, eventId, event, stop)
+    return deliverDisputeEvents(this.#o, rentalId, this.#o.rental(rentalId) ?? rental, from, throughSeq, deliver)
+  }
+
   /** Tries one event until it is delivered, dead-lettered, or the endpoint stops. */
-  async #deliver(rentalId: string, seq: number, event: Record<string, unknown>, stop: AbortSignal): Promise<'delivered' | 'dead' | 'stopped'> {
+  async #deliver(rentalId: string, seq: number, eventId: string, event: Record<string, unknown>, stop: AbortSignal): Promise<'delivered' | 'dead' | 'stopped'> {
     const { state } = this.#o
     const stored = await state.pending(rentalId)
-    let pending = stored?.seq === seq ? stored : { seq, first_attempt_at: this.#now(), attempts: 0, next_at: 0 }
-    const webhookId = webhookIdOf(rentalId, seq)
+    const isDispute = eventId !== eventIdOf(seq)
+    const same = stored !== null && stored.seq === seq && (stored.event_id ?? eventIdOf(seq)) === eventId
+    let pending = same ? stored : { seq, ...(isDispute && { event_id: eventId }), first_attempt_at: this.#now(), attempts: 0, next_at: 0 }
+    const webhookId = webhookIdOf(rentalId, eventId)
     const body = JSON.stringify(event)
     for (;;) {
       const wait = pending.next_at - this.#now()
       if (wait > 0) await sleep(wait, stop)
       const endpoint = this.#endpoints.get(rentalId)
-      if (stop.aborted || endpoint?.state !== 'enabled') return 'stopped'
+      if (stop.aborted || endpoint?.state !== 'enabled' || !this.#owns(rentalId)) return 'stopped'
       const at = this.#now()
       const outcome = await this.#bounded(() => sendWebhook(this.#o, endpoint.url, webhookId, body, at))
       this.#o.onAttempt?.(outcome.result)
       const attempts = pending.attempts + 1
-      const base = { webhook_id: webhookId, event_id: eventIdOf(seq), attempt: attempts, attempted_at: new Date(at).toISOString(), result: outcome.result, status: outcome.status, error: outcome.error, duration_ms: outcome.durationMs }
+      const base = { webhook_id: webhookId, event_id: eventId, attempt: attempts, attempted_at: new Date(at).toISOString(), result: outcome.result, status: outcome.status, error: outcome.error, duration_ms: outcome.durationMs }
       if (outcome.result === 'delivered') {
         await state.addAttempt(rentalId, { ...base, next_attempt_at: null })
         await state.setPending(rentalId, null)
@@ -244,7 +298,7 @@ export class WebhookWorkers {
       if (endpoint.failing_since === null) await this.#markEndpoint(rentalId, (e) => ({ ...e, failing_since: e.failing_since ?? base.attempted_at }))
       if (at - pending.first_attempt_at >= this.#o.retryWindowMs) {
         await state.addAttempt(rentalId, { ...base, next_attempt_at: null })
-        await state.addDeadLetter(rentalId, { webhook_id: webhookId, event_id: eventIdOf(seq), seq, dead_at: base.attempted_at, attempts, last_error: outcome.error })
+        await state.addDeadLetter(rentalId, { webhook_id: webhookId, event_id: eventId, seq, dead_at: base.attempted_at, attempts, last_error: outcome.error })
         await state.setPending(rentalId, null)
         this.#o.onDeadLetter?.()
         return 'dead'
@@ -277,6 +331,7 @@ export class WebhookWorkers {
   /** Stops every loop (an attempt under way finishes or times out) and the watch. Safe to call twice. */
   async close(): Promise<void> {
     this.#closed = true
+    this.#unwatchDisputes?.()
     this.#watch?.stop()
     const loops = [...this.#loops.values()]
     for (const loop of loops) loop.abort.abort()

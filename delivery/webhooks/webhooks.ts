@@ -2,16 +2,18 @@ import { randomBytes } from 'node:crypto'
 import { join } from 'node:path'
 import { Agent } from 'undici'
 import type { SignalLog } from '../../pipeline/index.js'
+import type { RentalDisputes } from '../rental-events.js'
 import type { RentalRecord } from '../../rentals/index.js'
-import type { KvBucket } from '../../storage/index.js'
+import type { KvBucket, KvBucketLimits } from '../../storage/index.js'
 import { deliveryKeyFile } from './delivery-key-file.js'
 import { DeliveryKeys, type PublishedDeliveryKey } from './delivery-keys.js'
 import { guardedConnector } from './guarded-connector.js'
 import { RETRY_DELAYS_MS } from './retry-schedule.js'
 import { webhookEventOf } from './webhook-event.js'
-import { WEBHOOK_STATE_LIMITS, WebhookState, type DeadLetter, type DeliveryAttempt, type WebhookEndpoint } from './webhook-state.js'
+import { WEBHOOK_STATE_LIMITS, webhookBucketLimits as stateLimits, WebhookState, type DeadLetter, type DeliveryAttempt, type WebhookEndpoint } from './webhook-state.js'
 import { checkWebhookUrl, systemLookup, type HostLookup } from './webhook-url.js'
 import { sendWebhook, WebhookWorkers, type AttemptOutcome } from './webhook-worker.js'
+import { holderIdOf, LEASE_KEYS, ShardLeases } from './shard-lease.js'
 
 /** A delivery attempt's time limit, connection to answer. */
 export const WEBHOOK_TIMEOUT_MS = 10_000
@@ -21,6 +23,8 @@ export interface WebhooksOptions {
   readonly bucket: KvBucket
   readonly log: SignalLog
   readonly rental: (rentalId: string) => RentalRecord | undefined
+  /** The accepted disputes, delivered in their place among the records (the registry). */
+  readonly disputes: RentalDisputes
   readonly allowPrivateNetworks: boolean
   readonly retryWindowMs: number
   /** The first retry delay; the schedule keeps its shape (RETRY_DELAYS_MS at 5 s). */
@@ -28,11 +32,21 @@ export interface WebhooksOptions {
   readonly disableAfterMs: number
   readonly maxConnections: number
   readonly keyOverlapMs: number
+  /** How long a process's lease on a shard of rentals lasts without a renewal (WEBHOOK_LEASE_MS). */
+  readonly leaseMs: number
+  /** This process's name on the leases; by default DATA_DIR/webhook-holder-id, kept across restarts. */
+  readonly holderId?: string
   readonly lookup?: HostLookup
   readonly timeoutMs?: number
   readonly onAttempt?: (result: string) => void
   readonly onDeadLetter?: () => void
   readonly onError?: (err: unknown, rentalId: string) => void
+}
+
+/** The `webhooks` bucket's bounds: the delivery state of `maxRentals` rentals and the lease keys. */
+export function webhookBucketLimits(maxRentals: number): KvBucketLimits {
+  const limits = stateLimits(maxRentals)
+  return { ...limits, maxKeys: limits.maxKeys + LEASE_KEYS }
 }
 
 /** Refusals the routes turn into API errors. */
@@ -54,10 +68,11 @@ export class Webhooks {
   readonly #keys: DeliveryKeys
   readonly #dispatcher: Agent
   readonly #workers: WebhookWorkers
+  readonly #leases: ShardLeases
   readonly #attempts = new Map<string, number>()
   #deadLetters = 0
 
-  private constructor(o: WebhooksOptions, keys: DeliveryKeys) {
+  private constructor(o: WebhooksOptions, keys: DeliveryKeys, holderId: string) {
     this.#o = o
     this.#state = new WebhookState(o.bucket)
     this.#keys = keys
@@ -75,6 +90,7 @@ export class Webhooks {
       state: this.#state,
       keys,
       rental: o.rental,
+      disputes: o.disputes,
       dispatcher: this.#dispatcher,
       timeoutMs,
       retryDelaysMs: RETRY_DELAYS_MS.map((d) => Math.round(d * scale)),
@@ -90,13 +106,23 @@ export class Webhooks {
         o.onDeadLetter?.()
       },
       ...(o.onError && { onError: o.onError }),
+      owns: (rentalId) => this.#leases.owns(rentalId),
+    })
+    // Each rental's loop runs only in the process holding its shard's lease.
+    this.#leases = new ShardLeases({
+      bucket: o.bucket,
+      holderId,
+      leaseMs: o.leaseMs,
+      onChange: () => this.#workers.reconcileAll(),
+      onError: (err) => o.onError?.(err, ''),
     })
   }
 
   static async open(o: WebhooksOptions): Promise<Webhooks> {
     const keys = await DeliveryKeys.open(deliveryKeyFile(join(o.dataDir, 'delivery-keys.json')))
-    const webhooks = new Webhooks(o, keys)
+    const webhooks = new Webhooks(o, keys, o.holderId ?? (await holderIdOf(join(o.dataDir, 'webhook-holder-id'))))
     await webhooks.#workers.start()
+    await webhooks.#leases.start()
     return webhooks
   }
 
@@ -196,8 +222,15 @@ export class Webhooks {
     return this.#keys.rotate(this.#o.keyOverlapMs)
   }
 
+  /** This process's holder id, the lease shards it holds, the rentals whose loops it runs, and the lease writes it made. */
+  ownership(): { holder: string; shards: number[]; running: string[]; leaseWrites: number } {
+    return { holder: this.#leases.holderId, shards: this.#leases.held(), running: this.#workers.running(), leaseWrites: this.#leases.writes() }
+  }
+
   async close(): Promise<void> {
+    // Loops end first (an attempt under way finishes), then the leases are released for another process.
     await this.#workers.close()
+    await this.#leases.close()
     await this.#dispatcher.close()
   }
 }

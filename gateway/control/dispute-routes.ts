@@ -11,6 +11,8 @@ export interface SignalFinder {
   hasAccepted(sourceId: string, signalId: string): boolean
   /** The signal's log record, found by the `received_at` of its 202, reading at most `budget.records` records. */
   findAccepted(sourceId: string, signalId: string, receivedAtMs: number, budget: { records: number }): Promise<SignalLookup>
+  /** The seq of the signal log's last record. */
+  logEnd(): Promise<number>
 }
 
 /** Requests reading the log or waiting for their turn, past which a new one gets 503. */
@@ -73,7 +75,17 @@ export function registerDisputeRoutes(parts: JsonRoutesParts, signals: SignalFin
     jsonRoute(parts, 'post', `/v1/byo/sources/:source_id/disputes/:dispute_id/${action}`, { access: 'admin' }, async ({ principal, params, body }) => {
       const source = ownedSource(registry, principal, params[0] as string)
       const input = parseBody(checkResolveDispute, body)
-      return { status: 200, data: await registry.resolveDispute(source.source_id, params[1] as string, outcome, input.resolution ?? null) }
+      if (outcome === 'rejected') return { status: 200, data: await registry.resolveDispute(source.source_id, params[1] as string, outcome, input.resolution ?? null) }
+      // Renters receive the dispute after the log's last record of this moment: delivery
+      // holds back what is appended from now until the dispute is recorded (dispute-gate.ts).
+      const hold = registry.disputeGate.hold()
+      try {
+        const afterSeq = await signals.logEnd()
+        hold.at(afterSeq)
+        return { status: 200, data: await registry.resolveDispute(source.source_id, params[1] as string, outcome, input.resolution ?? null, afterSeq) }
+      } finally {
+        hold.release()
+      }
     })
   }
 

@@ -18,6 +18,7 @@ const STATUS_LINE: Record<number, string> = {
   405: '405 Method Not Allowed',
   409: '409 Conflict',
   413: '413 Payload Too Large',
+  421: '421 Misdirected Request',
   429: '429 Too Many Requests',
   500: '500 Internal Server Error',
   503: '503 Service Unavailable',

@@ -1,4 +1,4 @@
-import { endedEventId, parseEventId, rentalEndedEvent, scanRentalEvents, signalEventId } from '../../delivery/index.js'
+import { compareCursors, cursorEventId, cursorOf, deliverableEnd, endedEventId, parseEventId, rentalEndedEvent, scanRentalEvents, signalEventId } from '../../delivery/index.js'
 import type { SignalLog } from '../../pipeline/index.js'
 import { isFinal, type Rentals } from '../../rentals/index.js'
 import { ApiError, type DeliveryEvent } from '../../schemas/index.js'
@@ -36,8 +36,10 @@ export function registerPollRoute(parts: JsonRoutesParts, o: PollRouteOptions): 
     if (afterText !== null && after === undefined) throw new ApiError('invalid_request', 'after must be an event_id this API sent')
     // After the rental's last event nothing follows.
     if (after?.end === true) return { status: 200, data: [], nextCursor: null }
-    const info = await o.log.info()
-    const scan = await scanRentalEvents(o.log, () => o.rentals.get(rentalId), after === undefined ? {} : { afterSeq: after.seq }, info.lastSeq, limit, POLL_SCAN_MAX)
+    const start = after === undefined ? undefined : cursorOf(after, parts.registry, rental.source_id)
+    const toSeq = await deliverableEnd(parts.registry, async () => (await o.log.info()).lastSeq)
+    const scanStart = start === undefined ? {} : { afterSeq: start.seq, ...(start.dispute && { dispute: start.dispute }) }
+    const scan = await scanRentalEvents(o.log, () => o.rentals.get(rentalId), scanStart, toSeq, limit, POLL_SCAN_MAX, parts.registry)
     const data: DeliveryEvent[] = []
     if (scan.lost !== null) {
       data.push({ event: 'byo.stream.gap', event_id: signalEventId(scan.lost.toSeq), rental_id: rentalId, from_event_id: signalEventId(scan.lost.fromSeq - 1), to_event_id: signalEventId(scan.lost.toSeq), count: scan.lost.count })
@@ -50,7 +52,8 @@ export function registerPollRoute(parts: JsonRoutesParts, o: PollRouteOptions): 
       data.push(ended)
       return { status: 200, data, nextCursor: endedEventId(Math.max(scan.scannedTo, after?.seq ?? 0)) }
     }
-    const moved = scan.scannedTo > (after?.seq ?? 0)
-    return { status: 200, data, nextCursor: moved ? signalEventId(scan.scannedTo) : data.length > 0 ? (data[data.length - 1] as DeliveryEvent).event_id : null }
+    // The cursor names the scan's last point (a record looked at, or a dispute event sent), so the next page resumes exactly there.
+    const moved = compareCursors(scan.cursor, start ?? { seq: 0 }) > 0
+    return { status: 200, data, nextCursor: moved ? cursorEventId(scan.cursor) : data.length > 0 ? (data[data.length - 1] as DeliveryEvent).event_id : null }
   })
 }

@@ -134,7 +134,7 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
         sink = new SseSink(res, reply, o.bufferBytes, flushes, () => o.hub.eventsSent++, () => o.hub.slowDisconnects++, () => release())
         sinks.add(sink)
         sink.begin(o.retryMs)
-        const opened = await o.hub.open(rental, sink, resume?.seq)
+        const opened = await o.hub.open(rental, sink, resume)
         session = opened
         // Ended while it opened (a final rental's replay, a slow reader): the place was given back without the session.
         if (sink.closed) o.hub.forget(rentalId, opened)

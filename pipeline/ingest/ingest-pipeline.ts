@@ -265,6 +265,11 @@ export class IngestPipeline {
     return this.#o.history.has(this.#o.history.fingerprint(signalDedupId(sourceId, signalId)))
   }
 
+  /** The seq of the log's last record, asked of the log itself (what its consumers may have been handed). */
+  async logEnd(): Promise<number> {
+    return (await this.#o.log.info()).lastSeq
+  }
+
   /** An accepted signal's log record, found by the `received_at` of its 202 (./signal-lookup.ts). */
   findAccepted(sourceId: string, signalId: string, receivedAtMs: number, maxLagMs: number, budget: { records: number }): Promise<SignalLookup> {
     return findSignal(this.#o.log, sourceId, signalId, receivedAtMs, maxLagMs, budget)

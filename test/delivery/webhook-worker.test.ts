@@ -13,6 +13,7 @@ import { WebhookState, type WebhookEndpoint } from '../../delivery/webhooks/webh
 import { systemLookup } from '../../delivery/webhooks/webhook-url.js'
 import { WebhookWorkers, type WebhookWorkerOptions } from '../../delivery/webhooks/webhook-worker.js'
 import { openJournal, type Journal, type SignalRecord } from '../../pipeline/index.js'
+import { noDisputes } from '../helpers/no-disputes.js'
 import type { RentalRecord } from '../../rentals/index.js'
 import { fileKvBuckets } from '../../storage/index.js'
 
@@ -63,6 +64,9 @@ async function receiver(t: Test, answer: (req: IncomingMessage, res: ServerRespo
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`, got }
 }
 
+/** A registry with no accepted dispute (their delivery is tested in dispute-delivery.test.ts). */
+const NO_DISPUTES = noDisputes()
+
 async function setup(t: Test, more: Partial<WebhookWorkerOptions> = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'webhook-worker-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
@@ -75,7 +79,7 @@ async function setup(t: Test, more: Partial<WebhookWorkerOptions> = {}) {
   const errors: unknown[] = []
   const workers = () =>
     new WebhookWorkers({
-      log: journal, state, keys, rental: (id) => (id === RENTAL.rental_id ? RENTAL : undefined), dispatcher,
+      log: journal, state, keys, rental: (id) => (id === RENTAL.rental_id ? RENTAL : undefined), disputes: NO_DISPUTES, dispatcher,
       timeoutMs: 400, retryDelaysMs: [50, 100, 150], retryWindowMs: 60_000, disableAfterMs: 60_000,
       onAttempt: (r) => results.push(r), onError: (e) => errors.push(e), ...more,
     })

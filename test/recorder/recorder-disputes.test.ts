@@ -48,7 +48,7 @@ t.test('disputes opened, accepted and rejected through the API show on the recei
   // /readyz: 200 with the recorder's detail; /metrics: its lag and counts.
   const ready = await fetch(`${gw.url}/readyz`)
   t.equal(ready.status, 200)
-  t.same(((await ready.json()) as any).data, { status: 'ready', verify_queue: 0, recorder: { state: 'caught_up', lag_records: 0, lag_seconds: 0, disputes_pending: 0 } })
+  t.same(((await ready.json()) as any).data, { status: 'ready', role: 'all', verify_queue: 0, delivery: { open_streams: 0 }, recorder: { state: 'caught_up', lag_records: 0, lag_seconds: 0, disputes_pending: 0 } })
   const page = parsePrometheusText(await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })).text())
   t.same(namingBreaches(page), [])
   t.equal(sampleValue(page, 'sgw_recorder_lag_records'), 0)

@@ -1,0 +1,76 @@
+import { KvTicketStore, LiveTail, StreamHub, Webhooks, webhookBucketLimits } from './delivery/index.js'
+import type { DeliveryRouteOptions } from './gateway/role-routes.js'
+import type { Rentals } from './rentals/index.js'
+import type { ServiceCore } from './service-setup.js'
+
+/** Stream tickets outstanding at once, all rentals together; past it a new one gets 503 overloaded. */
+export const STREAM_TICKETS_MAX = 100_000
+
+/** The delivery role: the renters' event streams, polling, stream tickets and webhooks. */
+export interface DeliveryPart {
+  readonly routes: DeliveryRouteOptions
+  /** Stops the webhook workers, the streams' hub and the log tail; then closes its buckets. */
+  close(): Promise<void>
+}
+
+/**
+ * Every channel reads the log through durable consumers (the live tail; one per rental
+ * with a webhook), so what was accepted while no delivery ran here is delivered when
+ * this part starts: webhooks resume from their acknowledged positions, and streams and
+ * polling from the client's event id.
+ */
+export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Promise<DeliveryPart> {
+  const { config, logger, steps, signalLog, registry } = core
+  // Renters' webhooks: endpoints, positions' retry state, attempts and dead letters on the key-value port.
+  const webhooksBucket = await steps.time('webhooks', () => core.openBucket('webhooks', webhookBucketLimits(config.RENTALS_MAX)))
+  const webhooks = await Webhooks.open({
+    dataDir: core.dataDir,
+    bucket: webhooksBucket,
+    log: signalLog,
+    rental: (id) => rentals.get(id),
+    disputes: registry,
+    allowPrivateNetworks: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS === 'true',
+    retryWindowMs: config.WEBHOOK_RETRY_WINDOW_S * 1000,
+    retryFirstMs: config.WEBHOOK_RETRY_FIRST_MS,
+    disableAfterMs: config.WEBHOOK_DISABLE_AFTER_S * 1000,
+    maxConnections: config.WEBHOOK_CONCURRENCY,
+    keyOverlapMs: config.DELIVERY_KEY_OVERLAP_S * 1000,
+    leaseMs: config.WEBHOOK_LEASE_MS,
+    // An empty rental id is a failure of the whole process's webhooks (the endpoints' watch, the shard leases), not of one rental's loop.
+    onError: (err, rentalId) =>
+      rentalId === ''
+        ? logger.warn({ err }, 'webhooks: the endpoints watch or a shard lease renewal failed')
+        : logger.warn({ err, rental_id: rentalId }, 'webhook delivery loop failed; it starts again shortly'),
+  })
+  // Tickets on the key-value port: one issued here opens a stream on any process sharing the bucket.
+  const ticketsBucket = await steps.time('tickets', () => core.openBucket('tickets', KvTicketStore.bucketLimits(STREAM_TICKETS_MAX)))
+  const tickets = await KvTicketStore.open({ bucket: ticketsBucket, sweepMs: config.STREAM_TICKET_TTL_MS, onWarning: (message, err) => logger.warn({ err }, message) })
+  // One tail of the log feeds every rental event stream of this process.
+  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
+  const hub = new StreamHub({ log: signalLog, tail, rentals, registry, maxPerRental: config.STREAM_MAX_PER_RENTAL, endSettleMs: config.STREAM_END_SETTLE_MS })
+  return {
+    routes: {
+      webhooks,
+      streams: {
+        hub,
+        rentals,
+        log: signalLog,
+        tickets,
+        ticketTtlMs: config.STREAM_TICKET_TTL_MS,
+        heartbeatMs: config.STREAM_HEARTBEAT_MS,
+        retryMs: config.STREAM_RETRY_MS,
+        bufferBytes: config.STREAM_BUFFER_BYTES,
+        endSettleMs: config.STREAM_END_SETTLE_MS,
+      },
+    },
+    async close() {
+      await webhooks.close()
+      hub.close()
+      await tail.close()
+      await tickets.close()
+      let failure: unknown
+      for (const close of [() => ticketsBucket.close(), () => webhooksBucket.close()]) await close().catch((err: unknown) => (failure ??= err))
+      if (failure !== undefined) throw failure
+    },
+  }
+}

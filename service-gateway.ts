@@ -1,0 +1,166 @@
+import { join } from 'node:path'
+import type { ApiOptions } from './gateway/api-routes.js'
+import { KvUsageMeter, MemoryReadRateLimiter } from './gateway/reads/index.js'
+import { IngestErrorLog, IngestPipeline, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool } from './pipeline/index.js'
+import type { ReceiptStore } from './receipts/index.js'
+import type { Rentals } from './rentals/index.js'
+import { NONCE_WINDOW_MS } from './schemas/index.js'
+import type { ServiceCore } from './service-setup.js'
+
+/**
+ * The most of the time the running saves of the ingest state may take: a save of d ms
+ * puts the next one at least 20 d later.
+ */
+const STATE_SAVE_MAX_SHARE = 0.05
+
+/** The gateway role: signed ingest (verify pool, nonces, dedup), the control plane and the receipt reads. */
+export interface GatewayPart {
+  readonly api: ApiOptions
+  /** Rebuilds the nonce and dedup state from the log; ingest answers 503 not_ready until it is back. */
+  rebuild(): Promise<void>
+  /** After the rebuild: the periodic sweep and state saves. */
+  run(): void
+  /** Stops verifying and saving, and marks the log's end for the state saved at close; the log is still open. */
+  stop(failed: boolean): Promise<void>
+  /** Closes its files; then, if the log closed cleanly, saves the state the next start takes over. */
+  close(logClosed: boolean): Promise<void>
+}
+
+export async function openGatewayPart(core: ServiceCore, rentals: Rentals, receipts: ReceiptStore): Promise<GatewayPart> {
+  const { config, logger, dataDir, steps, signalLog, registry } = core
+  const warn = (message: string, err: unknown) => logger.warn({ err }, message)
+  const dedupWindowMs = config.DEDUP_WINDOW_S * 1000
+  const rateCeiling = { perSecond: config.INGEST_MAX_RATE_PER_S, burst: config.INGEST_MAX_BURST }
+  const pool = new VerifyPool({
+    threads: config.VERIFY_THREADS,
+    batchSize: config.VERIFY_BATCH,
+    queueLimit: config.VERIFY_QUEUE_LIMIT,
+    maxWaitMs: config.VERIFY_MAX_WAIT_MS,
+    onError: (err, lost) => {
+      const error = err instanceof Error ? err : new Error(String(err))
+      if (lost) core.failFatally(error, 'every verify worker failed; stopping so that a restart starts them again')
+      else logger.warn({ err }, 'a verify worker failed and was replaced')
+    },
+  })
+  const history = await steps.time('signal_id_history', () =>
+    SignalIdHistory.open({ dir: join(dataDir, 'signal-ids'), maxEntries: config.SIGNAL_ID_HISTORY_MAX, log: signalLog, onWarning: warn }),
+  )
+  const retryNotes = await RetryNotes.open(join(dataDir, 'retries'), {
+    keepMs: Math.max(NONCE_WINDOW_MS, dedupWindowMs),
+    now: Date.now,
+    onWriteError: (err) => logger.warn({ err }, 'retry note not written'),
+  })
+  // The pipeline's own dedup index decides before every append and is rebuilt from the
+  // journal on start, so the journal keeps no second copy of the window in memory.
+  const pipeline = new IngestPipeline({
+    log: signalLog,
+    pool,
+    registry,
+    now: Date.now,
+    nonceWindowMs: NONCE_WINDOW_MS,
+    maxLiveNonces: config.NONCE_STORE_MAX,
+    maxDedupEntries: config.DEDUP_STORE_MAX,
+    appendQueueLimit: config.JOURNAL_QUEUE_LIMIT,
+    dedupWindowMs,
+    history,
+    stateFile: join(dataDir, 'ingest-state.bin'),
+    retryNotes,
+    flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
+    rateCeiling,
+    onWarning: warn,
+    // The journal refuses every append after a failed write or fsync (a retry could claim
+    // durability that does not exist); a restart recovers it from the disk.
+    onLogFailure: (err) => core.failFatally(err, 'signal log failed; stopping so that a restart recovers it'),
+  })
+  // Diagnostics only: never synced per record.
+  const errors = await IngestErrorLog.open(join(dataDir, 'ingest-errors'), {
+    perSource: config.INGEST_ERRORS_PER_SOURCE,
+    maxUnverified: config.INGEST_ERRORS_UNVERIFIED_MAX,
+    onWriteError: (err) => logger.warn({ err }, 'ingest error record not written'),
+    onWarning: warn,
+  })
+  // Rows exported per caller, on the key-value port like every shared counter.
+  const usageBucket = await steps.time('usage', () => core.openBucket('usage', KvUsageMeter.bucketLimits))
+  const usage = new KvUsageMeter(usageBucket, { onWarning: warn })
+  const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
+
+  let sweeper: NodeJS.Timeout | undefined
+  let saves: ReturnType<typeof scheduleStateSaves> | undefined
+  let mark: Awaited<ReturnType<IngestPipeline['logMark']>> | undefined
+  return {
+    api: {
+      rateCeiling,
+      rentals,
+      receipts,
+      statusCacheMs: config.STATUS_CACHE_MS,
+      reads: {
+        limiter: new MemoryReadRateLimiter(config.READ_RATE_TRACKED_MAX),
+        rates: { anonymousPerMin: config.READ_RATE_ANON_PER_MIN, tokenPerMin: config.READ_RATE_TOKEN_PER_MIN, rentalPerMin: config.READ_RATE_RENTAL_PER_MIN },
+        exportsPerCaller: config.EXPORT_CONCURRENT_PER_PRINCIPAL,
+        exportsMax: config.EXPORT_CONCURRENT_MAX,
+        meter: usage,
+      },
+      pipeline,
+      pool,
+      errors,
+    },
+    async rebuild() {
+      const rebuilt = await steps.time('dedup_and_nonces', () => pipeline.rebuild())
+      for (const n of refused) pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
+      const retries = await steps.time('retry_notes', () => retryNotes.replay((note) => pipeline.restoreRetry(note)))
+      logger.info(
+        {
+          from_snapshot: rebuilt.snapshot !== undefined,
+          ...(rebuilt.snapshot && { snapshot_age_s: Math.round((Date.now() - rebuilt.snapshot.writtenAt) / 1000) }),
+          restored_signals: rebuilt.restored,
+          restored_retries: retries,
+          dedup_entries: pipeline.dedupEntries,
+          nonces: pipeline.liveNonces,
+          ms: steps.report(),
+          journal: await signalLog.info(),
+        },
+        rebuilt.snapshot === undefined ? 'state rebuilt from the journal' : 'state taken over from the last saved state, and the journal read after it',
+      )
+    },
+    run() {
+      sweeper = setInterval(() => pipeline.sweep(), 5_000).unref()
+      // Best-effort: without a saved state the next start rebuilds from the journal, only slower.
+      if (config.INGEST_STATE_SAVE_S === 0) return
+      saves = scheduleStateSaves({
+        intervalMs: config.INGEST_STATE_SAVE_S * 1000,
+        maxShare: STATE_SAVE_MAX_SHARE,
+        save: () => pipeline.saveState(),
+        onSaved: (saved, ms) => logger.info({ bytes: saved.bytes, log_seq: saved.mark?.seq, dedup_entries: saved.dedupEntries, nonces: saved.nonces, ms: Math.round(ms) }, 'ingest state saved'),
+        onFailed: (err) => logger.warn({ err }, 'ingest state not saved; a start after a crash reads more of the journal'),
+      })
+    },
+    async stop(failed) {
+      clearInterval(sweeper)
+      // A save under way finishes first: it reads the log, which closes after this.
+      await saves?.stop()
+      await pool.close()
+      // Nothing appends any more: the state to be taken over covers the log up to here.
+      if (failed) return
+      mark = await pipeline.logMark().catch((err: unknown) => {
+        logger.warn({ err }, 'ingest state not saved: the log end is unreadable')
+        return undefined
+      })
+    },
+    async close(logClosed) {
+      let failure: unknown
+      for (const close of [() => errors.close(), () => retryNotes.close(), () => history.close(), () => usage.close(), () => usageBucket.close()]) {
+        await close().catch((err: unknown) => (failure ??= err))
+      }
+      if (failure !== undefined) throw failure
+      // Only after the log closed cleanly: the next start trusts the snapshot up to the mark.
+      if (!logClosed || mark === undefined) return
+      const t0 = performance.now()
+      try {
+        const saved = await pipeline.saveState(mark)
+        logger.info({ bytes: saved?.bytes, dedup_entries: saved?.dedupEntries, nonces: saved?.nonces, ms: Math.round(performance.now() - t0) }, 'ingest state saved for the next start')
+      } catch (err) {
+        logger.warn({ err }, 'ingest state not saved; the next start rebuilds it from the journal')
+      }
+    },
+  }
+}

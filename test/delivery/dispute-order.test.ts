@@ -1,0 +1,139 @@
+import { generateKeyPairSync } from 'node:crypto'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import t, { type Test } from 'tap'
+import { cursorOf, deliverableEnd, parseEventId, scanRentalEvents, type ScanStart } from '../../delivery/index.js'
+import { openJournal, type Journal } from '../../pipeline/index.js'
+import { Registry, type DisputedSignal } from '../../registry/index.js'
+import type { RegistrySnapshot } from '../../registry/records.js'
+import type { RentalRecord } from '../../rentals/index.js'
+import { MANIFEST } from '../helpers/api.js'
+import { MemoryStore } from '../helpers/pipeline-fixture.js'
+
+/**
+ * The rental's one order in process: a real journal, a real registry on an in-memory
+ * store whose writes the test can hold, and the scan that replay and polling share.
+ */
+
+const T0 = '2020-01-01T00:00:00.000Z'
+
+async function setup(t: Test) {
+  const dir = await mkdtemp(join(tmpdir(), 'dispute-order-'))
+  t.teardown(() => rm(dir, { recursive: true, force: true }))
+  const log: Journal = await openJournal({ dir: join(dir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
+  t.teardown(() => log.close())
+  const store = new MemoryStore()
+  const registry = await Registry.open(store, 'admin')
+  const agent = await registry.createAgent({ agent_id: 'a', creator_id: 'c', slots: 1 })
+  const source = await registry.createSource({ agent, manifest: structuredClone(MANIFEST) as any, listing: { public_receipts: false } })
+  const key = await registry.addKey(source.source_id, generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32))
+  await registry.revokeKey(source.source_id, key.key_id)
+  const rental: RentalRecord = { rental_id: 'rnt_1', renter_id: 'r', source_id: source.source_id, creator_id: 'c', state: 'active', starts_at: T0, expires_at: null, ended_at: null, end_reason: null, created_at: T0 }
+  const signals: DisputedSignal[] = []
+  const append = async (n: number) => {
+    for (let i = 0; i < n; i++) {
+      const record = {
+        v: 1, source_id: source.source_id, signal_id: `sig_${String(signals.length + 1).padStart(8, '0')}`, key_id: key.key_id, test: false,
+        received_at: new Date().toISOString(), emitted_at: new Date().toISOString(), token: 'So11111111111111111111111111111111111111112',
+        severity: 'warning', confidence: 80, note: 'n', idempotency_key: null, body_sha256: 'ab', request_timestamp: new Date().toISOString(),
+        nonce: `nonce-${signals.length}`, signature: 'c2ln', body: '{}',
+      }
+      const { seq } = await log.append(record.signal_id, Buffer.from(JSON.stringify(record)), { sourceId: source.source_id })
+      signals.push({ signal_id: record.signal_id, received_at: record.received_at, seq })
+    }
+  }
+  const open = (named: DisputedSignal[]) => registry.openDispute({ source, keyId: key.key_id, signals: named, evidence: 'leaked', openedBy: 'c' })
+  /** As the accept route does: hold, read the log's end, record. */
+  const accept = async (disputeId: string) => {
+    const hold = registry.disputeGate.hold()
+    try {
+      const afterSeq = (await log.info()).lastSeq
+      hold.at(afterSeq)
+      return await registry.resolveDispute(source.source_id, disputeId, 'accepted', null, afterSeq)
+    } finally {
+      hold.release()
+    }
+  }
+  /** Every event from `after`, a page of `limit` at a time, as polling reads them. */
+  const scanAll = async (after: string | undefined, limit = 100) => {
+    const out: string[] = []
+    let start: ScanStart = {}
+    if (after !== undefined) {
+      const c = cursorOf(parseEventId(after)!, registry, source.source_id)
+      start = { afterSeq: c.seq, ...(c.dispute && { dispute: c.dispute }) }
+    }
+    for (let i = 0; i < 100; i++) {
+      const toSeq = await deliverableEnd(registry, async () => (await log.info()).lastSeq)
+      const page = await scanRentalEvents(log, () => rental, start, toSeq, limit, 50_000, registry)
+      out.push(...page.events.map((e) => e.event_id))
+      if (page.complete && page.events.length < limit) return { ids: out, cursor: page.cursor }
+      start = { afterSeq: page.cursor.seq, ...(page.cursor.dispute && { dispute: page.cursor.dispute }) }
+    }
+    throw new Error('the scan did not end')
+  }
+  return { log, store, registry, source, rental, signals, append, open, accept, scanAll }
+}
+
+t.test('a record appended while a dispute is being recorded is not delivered before it', async (t) => {
+  const s = await setup(t)
+  await s.append(3)
+  const dispute = await s.open([s.signals[1]!, s.signals[0]!])
+  // The registry write takes a while: meanwhile two more signals are appended, and a poll reads.
+  let write!: () => void
+  s.store.hold = new Promise<void>((resolve) => (write = resolve))
+  const accepting = s.accept(dispute.dispute_id)
+  await new Promise((r) => setTimeout(r, 20))
+  await s.append(2)
+  const during = await s.scanAll(undefined)
+  t.same(during.ids, ['1', '2', '3'], 'the poll stops at the record the dispute follows')
+  write()
+  const accepted = await accepting
+  t.equal(accepted.after_seq, 3)
+  t.same((await s.scanAll('3')).ids, ['3.d1', '3.d2', '4', '5'], 'the next poll gets the dispute first, then the later records')
+  t.same((await s.scanAll(undefined, 1)).ids, ['1', '2', '3', '3.d1', '3.d2', '4', '5'], 'one event a page: the same order')
+})
+
+t.test('disputes placed after the same record come in the order accepted, and a resume from one gives the rest', async (t) => {
+  const s = await setup(t)
+  await s.append(4)
+  const first = await s.open([s.signals[2]!])
+  const second = await s.open([s.signals[0]!, s.signals[1]!])
+  await s.accept(first.dispute_id)
+  await s.accept(second.dispute_id)
+  t.same((await s.scanAll(undefined)).ids, ['1', '2', '3', '4', '4.d3', '4.d1', '4.d2'], 'the later acceptance after the earlier, whatever its signals')
+  t.same((await s.scanAll('4.d3')).ids, ['4.d1', '4.d2'], 'resuming from the first dispute event still gives the second dispute')
+  t.same((await s.scanAll('4.d1')).ids, ['4.d2'])
+  t.same((await s.scanAll('4.d2')).ids, [])
+})
+
+t.test('an acceptance that cannot be recorded is never delivered', async (t) => {
+  const s = await setup(t)
+  await s.append(2)
+  const dispute = await s.open([s.signals[0]!])
+  s.store.hold = Promise.reject(Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' }))
+  await t.rejects(s.accept(dispute.dispute_id), { code: 'ENOSPC' })
+  t.same((await s.scanAll(undefined)).ids, ['1', '2'])
+  t.ok(s.registry.disputeGate.allows(1e9), 'the hold is released')
+})
+
+t.test('disputes accepted before their place was recorded get one derived alike in every process', async (t) => {
+  const s = await setup(t)
+  await s.append(3)
+  const dispute = await s.open([s.signals[0]!, s.signals[1]!])
+  await s.accept(dispute.dispute_id)
+  // The registry file of an older release: no after_seq, no accept_order.
+  const old = structuredClone(s.store.saved) as RegistrySnapshot
+  for (const d of old.disputes ?? []) {
+    delete d.after_seq
+    delete d.accept_order
+  }
+  const a = await Registry.open({ load: async () => structuredClone(old), append: async () => undefined }, 'admin')
+  const b = await Registry.open({ load: async () => structuredClone(old), append: async () => undefined }, 'admin')
+  const placed = a.acceptedDisputesOf(s.source.source_id)[0]
+  t.equal(placed?.after_seq, 2, 'after the greatest seq among its signals')
+  t.equal(placed?.accept_order, 0)
+  t.same(b.acceptedDisputesOf(s.source.source_id), a.acceptedDisputesOf(s.source.source_id), 'the same in another process')
+  const next = await a.openDispute({ source: s.source, keyId: placed!.key_id, signals: [s.signals[2]!], evidence: 'e', openedBy: 'c' })
+  t.equal((await a.resolveDispute(s.source.source_id, next.dispute_id, 'accepted', null, 3)).accept_order, 1, 'the next acceptance is ordered after it')
+})

@@ -1,0 +1,183 @@
+import { verify } from 'node:crypto'
+import { noDisputes } from './no-disputes.js'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { createServer } from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import type { Test } from 'tap'
+import { publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
+import { shardOf } from '../../delivery/webhooks/shard-lease.js'
+import { Webhooks } from '../../delivery/webhooks/webhooks.js'
+import { openJournal, type Journal } from '../../pipeline/index.js'
+import type { RentalRecord } from '../../rentals/index.js'
+import { fileKvBuckets, KvError, type KvBucket, type KvWatcher } from '../../storage/index.js'
+
+/**
+ * Several webhook "processes" (Webhooks instances, each with its own DATA_DIR and
+ * delivery key) in one test process, sharing one signal journal and one `webhooks`
+ * bucket as cluster processes share JetStream and NATS KV; and a real HTTP receiver.
+ */
+
+export interface Received {
+  readonly id: string
+  readonly timestamp: string
+  readonly signature: string
+  readonly body: string
+  readonly at: number
+  readonly rentalId: string
+  readonly eventId: string
+}
+
+export const rentalOf = (rentalId: string, sourceId: string): RentalRecord => ({
+  rental_id: rentalId, renter_id: `renter_${rentalId}`, source_id: sourceId, creator_id: 'creator_a', state: 'active',
+  starts_at: '2020-01-01T00:00:00.000Z', expires_at: null, ended_at: null, end_reason: null, created_at: '2020-01-01T00:00:00.000Z',
+})
+
+let signals = 0
+export function signalBytes(sourceId: string): Uint8Array {
+  const n = ++signals
+  const now = new Date().toISOString()
+  return Buffer.from(JSON.stringify({
+    v: 1, source_id: sourceId, signal_id: `sig_${String(n).padStart(8, '0')}`, key_id: 'key_a', test: false, received_at: now, emitted_at: now,
+    token: 'So11111111111111111111111111111111111111112', severity: 'warning', confidence: 80, note: 'n', idempotency_key: null, body_sha256: 'ab',
+    request_timestamp: now, nonce: `nonce-${n}`, signature: 'c2ln', body: '{}',
+  }))
+}
+
+/**
+ * The shared bucket as one process sees it: `cut()` is that process losing the storage
+ * (a network partition, or a process frozen): every call fails with `unavailable` and its
+ * watches end, while the other processes go on. A file bucket cannot be partitioned, so
+ * this stands in for it.
+ */
+export function cuttable(inner: KvBucket): KvBucket & { cut(): void } {
+  let cut = false
+  const watches: KvWatcher[] = []
+  const guard = <T>(run: () => Promise<T>): Promise<T> => (cut ? Promise.reject(new KvError('unavailable', 'partitioned from the bucket')) : run())
+  return {
+    name: inner.name,
+    get: (key) => guard(() => inner.get(key)),
+    create: (key, value) => guard(() => inner.create(key, value)),
+    update: (key, value, revision) => guard(() => inner.update(key, value, revision)),
+    put: (key, value) => guard(() => inner.put(key, value)),
+    delete: (key, options) => guard(() => inner.delete(key, options)),
+    status: () => guard(() => inner.status()),
+    close: async () => undefined,
+    watch(options) {
+      const w = inner.watch(options)
+      watches.push(w)
+      if (cut) w.stop()
+      return w
+    },
+    cut() {
+      cut = true
+      for (const w of watches) w.stop()
+    },
+  }
+}
+
+export interface Cluster {
+  readonly dir: string
+  readonly journal: Journal
+  readonly bucket: KvBucket
+  readonly got: Received[]
+  readonly url: string
+  /** Opens a process on DATA_DIR `dir/<name>` (the same name is the same holder id). */
+  open(name: string, leaseMs: number): Promise<{ webhooks: Webhooks; bucket: ReturnType<typeof cuttable>; whpk: string }>
+  push(sourceId: string): Promise<number>
+}
+
+export async function cluster(t: Test, rentals: Map<string, RentalRecord>): Promise<Cluster> {
+  const dir = await mkdtemp(join(tmpdir(), 'webhook-cluster-'))
+  const journal = await openJournal({ dir: join(dir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
+  const bucket = await fileKvBuckets({ dir: join(dir, 'kv') })('webhooks', { maxKeys: 100_000, maxValueBytes: 512 * 1024 })
+  const got: Received[] = []
+  const server = createServer((req, res) => {
+    let body = ''
+    req.on('data', (c: Buffer) => (body += c.toString()))
+    req.on('end', () => {
+      const parsed = JSON.parse(body) as { rental_id: string; event_id: string }
+      got.push({ id: String(req.headers['webhook-id']), timestamp: String(req.headers['webhook-timestamp']), signature: String(req.headers['webhook-signature']), body, at: Date.now(), rentalId: parsed.rental_id, eventId: parsed.event_id })
+      res.writeHead(200).end()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const open: Webhooks[] = []
+  t.teardown(async () => {
+    for (const w of open) await w.close().catch(() => undefined)
+    server.closeAllConnections()
+    await new Promise<void>((resolve) => server.close(() => resolve()))
+    await bucket.close()
+    await journal.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+  return {
+    dir, journal, bucket, got,
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
+    async open(name, leaseMs) {
+      const own = cuttable(bucket)
+      const webhooks = await Webhooks.open({
+        dataDir: join(dir, name), bucket: own, log: journal, rental: (id) => rentals.get(id), disputes: noDisputes(), allowPrivateNetworks: true,
+        retryWindowMs: 60_000, retryFirstMs: 50, disableAfterMs: 60_000, maxConnections: 16, keyOverlapMs: 60_000, leaseMs, timeoutMs: 2000,
+      })
+      open.push(webhooks)
+      return { webhooks, bucket: own, whpk: webhooks.deliveryKeys()[0]!.public_key }
+    },
+    async push(sourceId) {
+      return (await journal.append(`k${Math.random()}`, signalBytes(sourceId), { sourceId })).seq
+    },
+  }
+}
+
+/** Whether the delivery's signature verifies with the published key `whpk` (node:crypto, independent of the signer). */
+export function signedBy(whpk: string, r: Received): boolean {
+  return r.signature.split(' ').some((part) => {
+    const [version, sig] = part.split(',')
+    return version === 'v1a' && verify(null, signedContent(r.id, Number(r.timestamp), r.body), publicKeyOf(whpk), Buffer.from(sig!, 'base64'))
+  })
+}
+
+/** Rental ids whose shards the given shard sets hold: `count` for each set. */
+export function rentalIdsIn(shardSets: readonly (readonly number[])[], count: number): string[][] {
+  const out = shardSets.map(() => [] as string[])
+  for (let i = 0; out.some((ids) => ids.length < count); i++) {
+    const id = `rnt_lease${i}`
+    const k = shardSets.findIndex((set) => set.includes(shardOf(id)))
+    if (k >= 0 && out[k]!.length < count) out[k]!.push(id)
+  }
+  return out
+}
+
+export const until = async (what: () => boolean | Promise<boolean>, ms = 10_000, why = 'condition') => {
+  const end = Date.now() + ms
+  while (!(await what())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${why}`)
+    await new Promise((r) => setTimeout(r, 5))
+  }
+}
+
+/**
+ * The at-least-once, in-order rule for one rental: the first arrivals are exactly
+ * `expected` (event ids, in order); a repeat comes only right after the first arrival of
+ * the same event (the event that was in flight), with the same webhook-id and body.
+ * Returns the problems found.
+ */
+export function orderProblems(deliveries: readonly Received[], expected: readonly string[]): string[] {
+  const problems: string[] = []
+  const first = new Map<string, Received>()
+  let previous: Received | undefined
+  for (const d of deliveries) {
+    const seen = first.get(d.eventId)
+    if (seen === undefined) first.set(d.eventId, d)
+    else {
+      if (previous?.eventId !== d.eventId) problems.push(`event ${d.eventId} repeated after ${previous?.eventId}: only the event in flight may repeat`)
+      if (seen.id !== d.id) problems.push(`event ${d.eventId} repeated with webhook-id ${d.id}, first ${seen.id}`)
+      if (seen.body !== d.body) problems.push(`event ${d.eventId} repeated with another body`)
+    }
+    previous = d
+  }
+  const order = [...first.keys()]
+  if (order.join(',') !== expected.join(',')) problems.push(`first arrivals ${order.join(',')} are not ${expected.join(',')}`)
+  return problems
+}
