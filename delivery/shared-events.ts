@@ -1,7 +1,7 @@
 import type { LogRecord, SignalRecord } from '../pipeline/index.js'
 import type { RentalRecord } from '../rentals/index.js'
 import type { SignalAcceptedEvent } from '../schemas/index.js'
-import { decode, rentalEventOf } from './signal-event.js'
+import { decodeSignal, rentalEventOf } from './signal-event.js'
 
 interface Made {
   /** The rental as it stood when the event was made: one whose span changed since (an end) is looked at afresh. */
@@ -15,7 +15,7 @@ const made = new WeakMap<LogRecord, Map<string, Made>>()
 /** Decodes a record's data once however many rentals look at it. */
 function decodeOnce(data: Uint8Array): SignalRecord | undefined {
   let record = decoded.get(data)
-  if (record === undefined) decoded.set(data, (record = decode(data) ?? null))
+  if (record === undefined) decoded.set(data, (record = decodeSignal(data) ?? null))
   return record ?? undefined
 }
 

@@ -30,7 +30,7 @@ export function signalAcceptedEvent(record: SignalRecord, rentalId: string, seq:
  * another source's, a test signal, or received outside the rental's span (before
  * starts_at, or from its end on). Pass the rental as it stands now, so an end is seen.
  */
-export function rentalEventOf(log: LogRecord, rental: RentalRecord, decodeRecord: (data: Uint8Array) => SignalRecord | undefined = decode): SignalAcceptedEvent | undefined {
+export function rentalEventOf(log: LogRecord, rental: RentalRecord, decodeRecord: (data: Uint8Array) => SignalRecord | undefined = decodeSignal): SignalAcceptedEvent | undefined {
   // The log's own source tag skips other sources without decoding them ('' in old journals: decode).
   if (log.sourceId !== '' && log.sourceId !== rental.source_id) return undefined
   const record = decodeRecord(log.data)
@@ -53,7 +53,7 @@ export function rentalEndedEvent(rental: RentalRecord, afterSeq: number): Rental
 }
 
 /** The signal record in a log record's data, or undefined when it is not one. */
-export function decode(data: Uint8Array): SignalRecord | undefined {
+export function decodeSignal(data: Uint8Array): SignalRecord | undefined {
   try {
     return decodeSignalRecord(data)
   } catch {
