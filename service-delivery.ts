@@ -1,10 +1,14 @@
 import { KvTicketStore, LiveTail, StreamHub, Webhooks, webhookBucketLimits } from './delivery/index.js'
+import { MillisecondsHistogram } from './gateway/index.js'
 import type { DeliveryRouteOptions } from './gateway/role-routes.js'
 import type { Rentals } from './rentals/index.js'
 import type { ServiceCore } from './service-setup.js'
 
 /** Stream tickets outstanding at once, all rentals together; past it a new one gets 503 overloaded. */
 export const STREAM_TICKETS_MAX = 100_000
+
+/** Delivery latency buckets in milliseconds: a live stream's few milliseconds up to a webhook retried for an hour. */
+const DELIVERY_LATENCY_BOUNDS_MS = [1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 60_000, 300_000, 3_600_000] as const
 
 /** The delivery role: the renters' event streams, polling, stream tickets and webhooks. */
 export interface DeliveryPart {
@@ -47,10 +51,16 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
   const tickets = await KvTicketStore.open({ bucket: ticketsBucket, sweepMs: config.STREAM_TICKET_TTL_MS, onWarning: (message, err) => logger.warn({ err }, message) })
   // One tail of the log feeds every rental event stream of this process.
   const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
-  const hub = new StreamHub({ log: signalLog, tail, rentals, registry, maxPerRental: config.STREAM_MAX_PER_RENTAL, endSettleMs: config.STREAM_END_SETTLE_MS })
+  const streamLatency = new MillisecondsHistogram(
+    'sgw_stream_delivery_latency_seconds',
+    'From the log storing a signal to its byo.signal.accepted event being written to a live rental event stream, per stream (events replayed on a resume not included).',
+    DELIVERY_LATENCY_BOUNDS_MS,
+  )
+  const hub = new StreamHub({ log: signalLog, tail, rentals, registry, maxPerRental: config.STREAM_MAX_PER_RENTAL, endSettleMs: config.STREAM_END_SETTLE_MS, latency: streamLatency })
   return {
     routes: {
       webhooks,
+      latency: [streamLatency],
       streams: {
         hub,
         rentals,

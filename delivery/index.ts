@@ -5,7 +5,7 @@ export { scanRentalEvents, type ScanResult, type ScanStart } from './log-scan.js
 export { compareCursors, cursorEventId, cursorOf, deliverableEnd, disputeEventsOf, DisputeQueue, recordStep, type PlacedEvent, type RentalCursor, type RentalDisputes } from './rental-events.js'
 export { LiveTail, LIVE_CONSUMER } from './live-tail.js'
 export { StreamHub, type StreamHubOptions } from './stream-hub.js'
-export { StreamSession, type EventSink } from './stream-session.js'
+export { StreamSession, type EventSink, type LatencyObserver } from './stream-session.js'
 export { TicketStoreFullError, type TicketGrant, type TicketStore } from './ticket-store.js'
 export { MemoryTicketStore } from './ticket-memory.js'
 export { KvTicketStore, type KvTicketStoreOptions } from './ticket-kv.js'

@@ -4,7 +4,7 @@ import { isFinal, type RentalRecord, type Rentals } from '../rentals/index.js'
 import type { EventPosition } from './event-id.js'
 import type { LiveTail } from './live-tail.js'
 import { cursorOf } from './rental-events.js'
-import { StreamSession, type EventSink } from './stream-session.js'
+import { StreamSession, type EventSink, type LatencyObserver } from './stream-session.js'
 
 export interface StreamHubOptions {
   readonly log: SignalLog
@@ -20,6 +20,8 @@ export interface StreamHubOptions {
    */
   readonly endSettleMs: number
   readonly now?: () => number
+  /** Told, per live signal event written to a stream, the milliseconds since the log stored the signal. */
+  readonly latency?: LatencyObserver
 }
 
 /**
@@ -78,7 +80,7 @@ export class StreamHub {
   async open(rental: RentalRecord, sink: EventSink, resume: EventPosition | number | undefined): Promise<StreamSession> {
     const position = typeof resume === 'number' ? { seq: resume, end: false } : resume
     const start = position === undefined ? undefined : cursorOf(position, this.#o.registry, rental.source_id)
-    const session = new StreamSession(rental, this.#o.log, this.#o.tail, (id) => this.#o.rentals.get(id), sink, start, this.#o.registry)
+    const session = new StreamSession(rental, this.#o.log, this.#o.tail, (id) => this.#o.rentals.get(id), sink, start, this.#o.registry, this.#o.latency)
     let set = this.#byRental.get(rental.rental_id)
     if (set === undefined) this.#byRental.set(rental.rental_id, (set = new Set()))
     set.add(session)

@@ -18,6 +18,11 @@ export interface EventSink {
   readonly closed: boolean
 }
 
+/** Where delivery latencies go (a histogram of /metrics): milliseconds from the log storing a signal to its event going out. */
+export interface LatencyObserver {
+  observeMs(ms: number): void
+}
+
 /** Events replayed per scan, and log records read per scan, so one replay step holds a bounded batch. */
 const REPLAY_EVENTS = 256
 const REPLAY_SCAN = 8192
@@ -51,6 +56,7 @@ export class StreamSession {
     private readonly sink: EventSink,
     private readonly start_: RentalCursor | undefined,
     private readonly disputes: RentalDisputes,
+    private readonly latency?: LatencyObserver,
   ) {
     this.rentalId = rental.rental_id
     this.sourceId = rental.source_id
@@ -133,7 +139,10 @@ export class StreamSession {
         // Made once per record and rental: the rental's other streams get the same object.
         const event = sharedRentalEvent(r, rental)
         this.#cursor = { seq: r.seq }
-        if (event !== undefined && !this.#send(event)) return this.stop()
+        if (event === undefined) continue
+        if (!this.#send(event)) return this.stop()
+        // Live events only: a replay's age is the reader's absence, not the delivery's speed.
+        this.latency?.observeMs(Date.now() - r.time)
       }
     } else if (p.kind === 'lost') {
       if (p.range.toSeq > this.#cursor.seq) this.#gap({ ...p.range, fromSeq: Math.max(p.range.fromSeq, this.#cursor.seq + 1) })

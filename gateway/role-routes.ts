@@ -4,6 +4,7 @@ import { ApiError } from '../schemas/index.js'
 import { registerWebhookRoutes } from './control/webhook-routes.js'
 import type { JsonRoutesParts } from './http/json-route.js'
 import { route } from './http/route.js'
+import type { MillisecondsHistogram } from './metrics-histogram.js'
 import type { Metrics } from './metrics.js'
 import { registerPollRoute, registerStreamMetrics, registerStreamRoutes, type PollRouteOptions, type StreamRouteOptions } from './streams/index.js'
 import { registerWebhookMetrics } from './webhook-metrics.js'
@@ -33,6 +34,8 @@ export const DELIVERY_PATHS: readonly string[] = [
 export interface DeliveryRouteOptions {
   readonly streams: StreamRouteOptions & Pick<PollRouteOptions, 'log' | 'endSettleMs'>
   readonly webhooks: Webhooks
+  /** The delivery latency histograms the delivery part feeds, shown in /metrics. */
+  readonly latency: readonly MillisecondsHistogram[]
 }
 
 /** Registers the delivery routes and their metrics; returns what ends the open streams, for the drain. */
@@ -43,6 +46,7 @@ export function registerDeliveryRoutes(parts: JsonRoutesParts, o: DeliveryRouteO
   registerWebhookRoutes(parts, o.streams.rentals, o.webhooks)
   registerStreamMetrics(metrics.registry, o.streams.hub)
   registerWebhookMetrics(metrics.registry, o.webhooks)
+  for (const histogram of o.latency) metrics.registry.registerMetric(histogram.asMetric())
   const added = [...parts.routes.keys()].filter((p) => !before.has(p))
   const unlisted = added.filter((p) => !DELIVERY_PATHS.includes(p))
   const missing = DELIVERY_PATHS.filter((p) => !added.includes(p))

@@ -131,6 +131,13 @@ t.test('rental event streams and polling', async (t) => {
   })
 
   t.test('a resume point replays from there, then the stream goes live', async (t) => {
+    const latencyCount = async () => {
+      const page = await (await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })).text()
+      const m = /^sgw_stream_delivery_latency_seconds_count (\d+)$/m.exec(page)
+      if (m === null) throw new Error('no sgw_stream_delivery_latency_seconds_count in /metrics')
+      return Number(m[1])
+    }
+    const countBefore = await latencyCount()
     const res = await fetch(`${gw.url}/v1/rentals/${rentalId}/events?last_event_id=${(await pollAll(gw, alice.token, rentalId))[37].event_id}`, { headers: { authorization: `Bearer ${alice.token}` } })
     t.equal(res.status, 200)
     t.match(res.headers.get('content-type'), /^text\/event-stream/)
@@ -149,11 +156,13 @@ t.test('rental event streams and polling', async (t) => {
     await readUntil((s) => s.includes(accepted[39] as string))
     t.match(text, /^retry: 50\n\n/, 'the reconnection hint first')
     t.ok(text.includes(accepted[38] as string) && !text.includes(accepted[37] as string), 'replayed after the resume point only')
+    t.equal(await latencyCount(), countBefore, 'replayed events are not counted as delivery latency')
     await pushOne()
     await readUntil((s) => s.includes(accepted[40] as string) && s.includes(': ping'))
     t.ok(text.includes(accepted[40] as string), 'then live')
     t.ok(text.includes(': ping\n\n'), 'a heartbeat comment')
     t.match(text, /id: \d+\nevent: byo\.signal\.accepted\ndata: \{/)
+    t.equal(await latencyCount(), countBefore + 1, 'the live event is counted once in the delivery latency histogram')
     await reader.cancel()
   })
 
