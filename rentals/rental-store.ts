@@ -34,7 +34,8 @@ export interface NewRental {
   readonly source_id: string
   readonly creator_id: string
   /** Milliseconds since the epoch. */
-  readonly starts_at: number
+  /** Milliseconds since the epoch; undefined starts it at its creation, so starts_at equals created_at. */
+  readonly starts_at: number | undefined
   readonly expires_at: number | null
 }
 
@@ -101,13 +102,14 @@ export class Rentals {
     const max = this.#options.maxRentals
     if (this.#index.size >= max) throw new RentalError('limit_exceeded', `the gateway holds ${max} rentals, the most it keeps; ended ones are deleted after their keeping time`)
     const now = this.#now()
+    const startsAt = input.starts_at ?? now
     const record: RentalRecord = {
       rental_id: newId('rnt'),
       renter_id: input.renter_id,
       source_id: input.source_id,
       creator_id: input.creator_id,
-      state: input.starts_at > now ? 'scheduled' : 'active',
-      starts_at: iso(input.starts_at),
+      state: startsAt > now ? 'scheduled' : 'active',
+      starts_at: iso(startsAt),
       expires_at: input.expires_at === null ? null : iso(input.expires_at),
       ended_at: null,
       end_reason: null,

@@ -79,7 +79,7 @@ export function registerRentalRoutes(parts: JsonRoutesParts, rentals: Rentals, n
       if (expiresAt !== null && expiresAt <= startsAt) throw new ApiError('invalid_request', 'expires_at must be after starts_at')
       const source = registry.source(input.source_id)
       if (source === undefined) throw new ApiError('not_found', 'no such source')
-      const rental = await rentals.create({ renter_id: input.renter_id, source_id: source.source_id, creator_id: source.creator_id, starts_at: startsAt, expires_at: expiresAt })
+      const rental = await rentals.create({ renter_id: input.renter_id, source_id: source.source_id, creator_id: source.creator_id, starts_at: input.starts_at === undefined ? undefined : startsAt, expires_at: expiresAt })
       return { status: 201, data: rental }
     }),
   )
