@@ -249,12 +249,15 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   const usageBucket = await steps.time('usage', () => openBucket('usage', KvUsageMeter.bucketLimits))
   const usage = new KvUsageMeter(usageBucket, { onWarning: (message, err) => logger.warn({ err }, message) })
 
+  // One tail of the log feeds every rental event stream and webhook of this process.
+  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
   // Renters' webhooks: endpoints, positions' retry state, attempts and dead letters on the key-value port.
   const webhooksBucket = await steps.time('webhooks', () => openBucket('webhooks', webhookBucketLimits(config.RENTALS_MAX)))
   const webhooks = await Webhooks.open({
     dataDir,
     bucket: webhooksBucket,
     log: signalLog,
+    tail,
     rental: (id) => rentals.get(id),
     allowPrivateNetworks: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS === 'true',
     retryWindowMs: config.WEBHOOK_RETRY_WINDOW_S * 1000,
@@ -264,8 +267,6 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     keyOverlapMs: config.DELIVERY_KEY_OVERLAP_S * 1000,
     onError: (err, rentalId) => logger.warn({ err, rental_id: rentalId }, 'webhook delivery loop failed; it starts again shortly'),
   })
-  // One tail of the log feeds every rental event stream of this process.
-  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
   const hub = new StreamHub({ log: signalLog, tail, rentals, registry, maxPerRental: config.STREAM_MAX_PER_RENTAL, endSettleMs: config.STREAM_END_SETTLE_MS })
 
   const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))

@@ -14,7 +14,8 @@ import { benchRental, benchRentals, benchSources } from './setup.js'
  *   3. replay: a stream resuming 10,000 events behind;
  *   4. webhooks: deliveries/s to 100 local receivers, then with a tenth of them failing.
  * Goals (2 cores): SSE p99 <= 20 ms, <= 10 KB per idle connection, >= 2,000 webhook deliveries/s.
- * Scale with env: BENCH_RATE, BENCH_SECONDS, BENCH_IDLE, BENCH_REPLAY, BENCH_WEBHOOK_SIGNALS.
+ * Scale with env: BENCH_RATE, BENCH_SECONDS, BENCH_IDLE, BENCH_REPLAY, BENCH_WEBHOOK_SIGNALS;
+ * BENCH_PHASES=webhooks (comma-separated) runs only the phases named.
  */
 
 const num = (name: string, fallback: number) => Number(process.env[name] ?? fallback)
@@ -28,6 +29,8 @@ const SECONDS = num('BENCH_SECONDS', 10)
 const IDLE = num('BENCH_IDLE', 10_000)
 const REPLAY = num('BENCH_REPLAY', 10_000)
 const WEBHOOK_SIGNALS = num('BENCH_WEBHOOK_SIGNALS', 2000)
+/** Phases to run (comma-separated; default all): idle, latency, replay, webhooks. */
+const PHASES = new Set((process.env['BENCH_PHASES'] ?? 'idle,latency,replay,webhooks').split(',').map((p) => p.trim()))
 const GOALS = { sseP99Ms: 20, idleBytesPerConnection: 10 * 1024, webhookDeliveriesPerSecond: 2000 }
 
 async function phase<T>(name: string, run: () => Promise<T>): Promise<T | { notMeasured: string }> {
@@ -64,13 +67,15 @@ async function main(): Promise<void> {
     const rentals = await benchRentals(gw, 'del', sources, RENTALS)
     console.log(`setup: ${SOURCES} sources, ${RENTALS} rentals (${RENTALS / SOURCES} per source), gateway RSS ${(sampler.endWindow().maxRssMb).toFixed(1)} MB`)
 
-    results['idle'] = await phase('idle', () => idlePhase(gw, rentals, Math.floor(idleCount / RENTALS)))
-    results['latency'] = await phase('latency', () => latencyPhase(gw, sampler, sources, rentals, SUBSCRIBERS_PER_RENTAL, PARSED_PER_RENTAL, RATE, SECONDS))
-    results['replay'] = await phase('replay', async () => replayPhase(gw, replaySource, await benchRental(gw, 'del_replay', replaySource.sourceId), REPLAY))
-    const receivers = await setWebhooks(gw, rentals)
-    results['webhooks'] = await phase('webhooks', () => webhookPhase(gw, sampler, sources, rentals, receivers, WEBHOOK_SIGNALS, 0, 'wh'))
-    results['webhooksFailingTenth'] = await phase('webhooks, a tenth failing', () => webhookPhase(gw, sampler, sources, rentals, receivers, WEBHOOK_SIGNALS, 11, 'whf'))
-    await Promise.all(receivers.map((r) => r.close()))
+    if (PHASES.has('idle')) results['idle'] = await phase('idle', () => idlePhase(gw, rentals, Math.floor(idleCount / RENTALS)))
+    if (PHASES.has('latency')) results['latency'] = await phase('latency', () => latencyPhase(gw, sampler, sources, rentals, SUBSCRIBERS_PER_RENTAL, PARSED_PER_RENTAL, RATE, SECONDS))
+    if (PHASES.has('replay')) results['replay'] = await phase('replay', async () => replayPhase(gw, replaySource, await benchRental(gw, 'del_replay', replaySource.sourceId), REPLAY))
+    if (PHASES.has('webhooks')) {
+      const receivers = await setWebhooks(gw, rentals)
+      results['webhooks'] = await phase('webhooks', () => webhookPhase(gw, sampler, sources, rentals, receivers, WEBHOOK_SIGNALS, 0, 'wh'))
+      results['webhooksFailingTenth'] = await phase('webhooks, a tenth failing', () => webhookPhase(gw, sampler, sources, rentals, receivers, WEBHOOK_SIGNALS, 11, 'whf'))
+      await Promise.all(receivers.map((r) => r.close()))
+    }
   } finally {
     sampler.stop()
     results['gatewayPeakRssMb'] = Number(sampler.peakMb.toFixed(1))

@@ -2,8 +2,9 @@ import { isKvError, type KvBucket, type KvBucketLimits, type KvWatcher } from '.
 
 /**
  * Webhook delivery state on the key-value port (bucket `webhooks`), so a NATS KV bucket
- * can hold it for several delivery processes: the endpoint of each rental, the event
- * being retried, the recent attempts, the dead letters and the re-sends asked for.
+ * can hold it for several delivery processes: the endpoint of each rental, how far its
+ * deliveries got (`position`), the event being retried, the recent attempts, the dead
+ * letters and the re-sends asked for.
  * Read-modify-writes go through `update` with the revision read, never a check and a
  * write in one turn of the loop.
  */
@@ -65,9 +66,12 @@ export const WEBHOOK_STATE_LIMITS = {
   resendsPerRental: 10_000,
 } as const
 
+/** The keys delivery keeps per rental, each `<kind>.<rental_id>`. */
+const RENTAL_KEYS = ['endpoint', 'position', 'pending', 'attempts', 'dead', 'resend'] as const
+
 export function webhookBucketLimits(maxRentals: number): KvBucketLimits {
-  // Five keys per rental at most; a re-send list of 10,000 seqs is about 120 KB.
-  return { maxKeys: maxRentals * 5, maxValueBytes: 512 * 1024 }
+  // Six keys per rental at most; a re-send list of 10,000 seqs is about 120 KB.
+  return { maxKeys: maxRentals * RENTAL_KEYS.length, maxValueBytes: 512 * 1024 }
 }
 
 const encode = (v: unknown) => Buffer.from(JSON.stringify(v))
@@ -112,12 +116,22 @@ export class WebhookState {
 
   /** Removes the endpoint and everything delivery kept for it. */
   async removeEndpoint(rentalId: string): Promise<void> {
-    for (const kind of ['endpoint', 'pending', 'attempts', 'dead', 'resend']) await this.#bucket.delete(`${kind}.${rentalId}`)
+    for (const kind of RENTAL_KEYS) await this.#bucket.delete(`${kind}.${rentalId}`)
   }
 
   /** Every endpoint now, then each change: a process keeps its workers in step with every process's writes. */
   watchEndpoints(): KvWatcher {
     return this.#bucket.watch({ key: 'endpoint.>' })
+  }
+
+  /** The last log seq the rental's deliveries are done with (delivered, dead-lettered, or not its own); null before the first write. */
+  async position(rentalId: string): Promise<number | null> {
+    return (await this.#get<{ seq: number }>(`position.${rentalId}`))?.value.seq ?? null
+  }
+
+  /** Moves the position forward to `seq` (never back: a write of an older one is a no-op). */
+  async advancePosition(rentalId: string, seq: number): Promise<void> {
+    await this.#modify<{ seq: number }>(`position.${rentalId}`, (current) => (current !== null && current.seq >= seq ? current : { seq }))
   }
 
   async pending(rentalId: string): Promise<PendingDelivery | null> {
@@ -130,7 +144,14 @@ export class WebhookState {
   }
 
   async addAttempt(rentalId: string, attempt: DeliveryAttempt): Promise<void> {
-    await this.#modify<DeliveryAttempt[]>(`attempts.${rentalId}`, (list) => [attempt, ...(list ?? [])].slice(0, WEBHOOK_STATE_LIMITS.attemptsPerRental))
+    await this.addAttempts(rentalId, [attempt])
+  }
+
+  /** Adds attempts made in this order (oldest first) with one write; the list keeps the newest. */
+  async addAttempts(rentalId: string, attempts: readonly DeliveryAttempt[]): Promise<void> {
+    if (attempts.length === 0) return
+    const newest = attempts.slice(-WEBHOOK_STATE_LIMITS.attemptsPerRental).reverse()
+    await this.#modify<DeliveryAttempt[]>(`attempts.${rentalId}`, (list) => [...newest, ...(list ?? [])].slice(0, WEBHOOK_STATE_LIMITS.attemptsPerRental))
   }
 
   async attempts(rentalId: string): Promise<DeliveryAttempt[]> {

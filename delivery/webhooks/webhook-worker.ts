@@ -1,15 +1,18 @@
 import type { Dispatcher } from 'undici'
 import { request } from 'undici'
-import type { LogConsumer, SignalLog } from '../../pipeline/index.js'
+import type { SignalLog } from '../../pipeline/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
+import type { LiveTail } from '../live-tail.js'
 import type { DeliveryKeys } from './delivery-keys.js'
-import { parseRetryAfter, retryDelayMs } from './retry-schedule.js'
-import { eventIdOf, webhookEventOf, webhookIdOf } from './webhook-event.js'
-import type { WebhookEndpoint, WebhookState } from './webhook-state.js'
+import { parseRetryAfter } from './retry-schedule.js'
+import { RentalLoop, type LoopContext } from './webhook-loop.js'
+import type { DeliveryAttempt, WebhookEndpoint, WebhookState } from './webhook-state.js'
 import { WebhookUrlError } from './webhook-url.js'
 
 export interface WebhookWorkerOptions {
   readonly log: SignalLog
+  /** The process's tail of the log: each loop listens to its rental's source. */
+  readonly tail: LiveTail
   readonly state: WebhookState
   readonly keys: DeliveryKeys
   readonly rental: (rentalId: string) => RentalRecord | undefined
@@ -40,8 +43,6 @@ export interface AttemptOutcome {
 
 /** Bytes of a receiver's answer read before the connection is let go: only the status matters. */
 const MAX_ANSWER_BYTES = 64 * 1024
-/** How long a worker's wait for new records lasts before it looks again (appends wake it sooner). */
-const FETCH_WAIT_MS = 30_000
 /** The pause before a loop that failed on its storage starts again. */
 const LOOP_RESTART_MS = 5_000
 
@@ -74,39 +75,50 @@ export async function sendWebhook(options: Pick<WebhookWorkerOptions, 'dispatche
   }
 }
 
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    if (signal.aborted) return resolve()
-    const timer = setTimeout(done, ms)
-    function done() {
-      clearTimeout(timer)
-      signal.removeEventListener('abort', done)
-      resolve()
-    }
-    signal.addEventListener('abort', done, { once: true })
-  })
+/** Catch-up reads of the log under way at once, all rentals together: a start with 10,000 rentals reads a few at a time. */
+const MAX_SCANS = 4
 
 /**
- * Delivers each rental's events to its webhook: one loop per enabled endpoint, each on
- * its own durable log consumer (`webhook-<rental_id>`, filtered to the rental's source),
- * one event at a time in log order, acknowledged once delivered or dead-lettered. So a
- * slow or failing receiver holds only its own rental's queue, and a restart resumes at
- * the first event not acknowledged, with its retry count and window kept in the state.
+ * Delivers each rental's events to its webhook: one loop per enabled endpoint
+ * (webhook-loop.ts), fed by the process's one tail of the log, which hands each record
+ * only to the loops of its source; one event at a time in log order, the rental's
+ * position in the state moving past it once delivered or dead-lettered. So a slow or
+ * failing receiver holds only its own rental's queue, an idle rental costs no timer and
+ * no read, and a restart resumes at the first event past the stored position, with its
+ * retry count and window kept in the state.
  */
 export class WebhookWorkers {
   readonly #o: WebhookWorkerOptions
   readonly #now: () => number
-  readonly #loops = new Map<string, { abort: AbortController; done: Promise<void>; poke: () => void }>()
+  readonly #loops = new Map<string, { abort: AbortController; done: Promise<void>; loop: RentalLoop }>()
   readonly #endpoints = new Map<string, WebhookEndpoint>()
+  readonly #context: LoopContext
   #watch: ReturnType<WebhookState['watchEndpoints']> | undefined
   #watching: Promise<void> | undefined
   #closed = false
-  #inFlight = 0
-  readonly #waiting: (() => void)[] = []
+  readonly #sends = new Slots()
+  readonly #scans = new Slots()
 
   constructor(options: WebhookWorkerOptions) {
     this.#o = options
     this.#now = options.now ?? Date.now
+    const o = options
+    this.#context = {
+      log: o.log,
+      state: o.state,
+      tail: o.tail,
+      now: this.#now,
+      retryDelaysMs: o.retryDelaysMs,
+      retryWindowMs: o.retryWindowMs,
+      disableAfterMs: o.disableAfterMs,
+      rental: o.rental,
+      endpoint: (rentalId) => this.#endpoints.get(rentalId),
+      markEndpoint: (rentalId, change) => this.#markEndpoint(rentalId, change),
+      send: (url, webhookId, body, at) => this.#sends.run(o.maxConcurrent ?? Infinity, () => sendWebhook(o, url, webhookId, body, at)),
+      scan: (read) => this.#scans.run(MAX_SCANS, read),
+      onAttempt: (result) => o.onAttempt?.(result),
+      onDeadLetter: () => o.onDeadLetter?.(),
+    }
   }
 
   /** Follows the endpoints (every process's changes) and runs a loop for each enabled one. */
@@ -124,6 +136,11 @@ export class WebhookWorkers {
     await watch.initialized
   }
 
+  /** Loops running now. */
+  get running(): number {
+    return this.#loops.size
+  }
+
   /** Resolves once the rental's loop has ended (its endpoint was removed or disabled). */
   async stopped(rentalId: string): Promise<void> {
     // Forgotten here at once: the watch may report the removal only after the loop ended, which must not start it again.
@@ -134,9 +151,14 @@ export class WebhookWorkers {
     await loop.done
   }
 
-  /** Cuts a loop's wait short (a re-send was asked for). */
+  /** The attempts of the rental's loop in this process not yet written to the state, oldest first. */
+  unwrittenAttempts(rentalId: string): DeliveryAttempt[] {
+    return this.#loops.get(rentalId)?.loop.unwritten() ?? []
+  }
+
+  /** Has the loop look at its re-send list now. */
   poke(rentalId: string): void {
-    this.#loops.get(rentalId)?.poke()
+    this.#loops.get(rentalId)?.loop.poke()
   }
 
   #reconcile(rentalId: string): void {
@@ -144,25 +166,17 @@ export class WebhookWorkers {
     const endpoint = this.#endpoints.get(rentalId)
     const running = this.#loops.get(rentalId)
     if (endpoint?.state === 'enabled') {
-      running?.poke()
       if (running === undefined) this.#startLoop(rentalId)
     } else running?.abort.abort()
   }
 
   #startLoop(rentalId: string): void {
     const abort = new AbortController()
-    let wake = new AbortController()
-    const entry = {
-      abort,
-      poke: () => wake.abort(),
-      done: Promise.resolve(),
-    }
-    const waitSignal = () => {
-      if (wake.signal.aborted) wake = new AbortController()
-      return AbortSignal.any([abort.signal, wake.signal])
-    }
+    const loop = new RentalLoop(rentalId, this.#context, abort.signal)
+    const entry = { abort, loop, done: Promise.resolve() }
     let failed = false
-    entry.done = this.#loop(rentalId, abort.signal, waitSignal)
+    entry.done = loop
+      .run()
       .catch((err: unknown) => {
         failed = true
         this.#o.onError?.(err, rentalId)
@@ -175,98 +189,6 @@ export class WebhookWorkers {
         else if (abort.signal.aborted && this.#endpoints.get(rentalId)?.state === 'enabled') setImmediate(() => this.#reconcile(rentalId))
       })
     this.#loops.set(rentalId, entry)
-  }
-
-  async #loop(rentalId: string, stop: AbortSignal, waitSignal: () => AbortSignal): Promise<void> {
-    const endpoint = this.#endpoints.get(rentalId)
-    const rental = this.#o.rental(rentalId)
-    if (endpoint === undefined || rental === undefined) return
-    const consumer: LogConsumer = await this.#o.log.consumer(`webhook-${rentalId}`, { sourceId: rental.source_id, startSeq: endpoint.start_seq })
-    try {
-      while (!stop.aborted) {
-        const resend = await this.#o.state.nextResend(rentalId)
-        if (resend !== undefined) {
-          const [record] = await this.#o.log.read({ fromSeq: resend }, 1)
-          const event = record?.seq === resend ? webhookEventOf(record, rental) : undefined
-          if (event !== undefined && (await this.#deliver(rentalId, resend, event, stop)) === 'stopped') return
-          await this.#o.state.resent(rentalId, resend)
-          continue
-        }
-        const { records, lost } = await consumer.fetch(16, FETCH_WAIT_MS, waitSignal())
-        if (lost !== null) {
-          await this.#o.state.addAttempt(rentalId, { webhook_id: '', event_id: `${eventIdOf(lost.fromSeq)}-${eventIdOf(lost.toSeq)}`, attempt: 0, attempted_at: new Date(this.#now()).toISOString(), result: 'lost', status: null, error: `${lost.count} log records left retention before they were delivered`, duration_ms: 0, next_attempt_at: null })
-        }
-        for (const record of records) {
-          const event = webhookEventOf(record, rental)
-          if (event !== undefined && (await this.#deliver(rentalId, record.seq, event, stop)) === 'stopped') {
-            consumer.nak()
-            return
-          }
-          await consumer.ack(record.seq)
-        }
-      }
-    } finally {
-      await consumer.close()
-    }
-  }
-
-  /** Tries one event until it is delivered, dead-lettered, or the endpoint stops. */
-  async #deliver(rentalId: string, seq: number, event: Record<string, unknown>, stop: AbortSignal): Promise<'delivered' | 'dead' | 'stopped'> {
-    const { state } = this.#o
-    const stored = await state.pending(rentalId)
-    let pending = stored?.seq === seq ? stored : { seq, first_attempt_at: this.#now(), attempts: 0, next_at: 0 }
-    const webhookId = webhookIdOf(rentalId, seq)
-    const body = JSON.stringify(event)
-    for (;;) {
-      const wait = pending.next_at - this.#now()
-      if (wait > 0) await sleep(wait, stop)
-      const endpoint = this.#endpoints.get(rentalId)
-      if (stop.aborted || endpoint?.state !== 'enabled') return 'stopped'
-      const at = this.#now()
-      const outcome = await this.#bounded(() => sendWebhook(this.#o, endpoint.url, webhookId, body, at))
-      this.#o.onAttempt?.(outcome.result)
-      const attempts = pending.attempts + 1
-      const base = { webhook_id: webhookId, event_id: eventIdOf(seq), attempt: attempts, attempted_at: new Date(at).toISOString(), result: outcome.result, status: outcome.status, error: outcome.error, duration_ms: outcome.durationMs }
-      if (outcome.result === 'delivered') {
-        await state.addAttempt(rentalId, { ...base, next_attempt_at: null })
-        await state.setPending(rentalId, null)
-        await this.#markEndpoint(rentalId, (e) => ({ ...e, last_success_at: base.attempted_at, failing_since: null }))
-        return 'delivered'
-      }
-      const failingSince = endpoint.failing_since === null ? at : Date.parse(endpoint.failing_since)
-      const disable = outcome.result === 'gone' ? 'gone' : at - failingSince >= this.#o.disableAfterMs ? 'failing' : null
-      if (disable !== null) {
-        await state.addAttempt(rentalId, { ...base, next_attempt_at: null })
-        await state.setPending(rentalId, { ...pending, attempts })
-        await this.#markEndpoint(rentalId, (e) => ({ ...e, state: 'disabled', disabled_reason: disable, disabled_at: base.attempted_at, failing_since: e.failing_since ?? base.attempted_at }))
-        return 'stopped'
-      }
-      if (endpoint.failing_since === null) await this.#markEndpoint(rentalId, (e) => ({ ...e, failing_since: e.failing_since ?? base.attempted_at }))
-      if (at - pending.first_attempt_at >= this.#o.retryWindowMs) {
-        await state.addAttempt(rentalId, { ...base, next_attempt_at: null })
-        await state.addDeadLetter(rentalId, { webhook_id: webhookId, event_id: eventIdOf(seq), seq, dead_at: base.attempted_at, attempts, last_error: outcome.error })
-        await state.setPending(rentalId, null)
-        this.#o.onDeadLetter?.()
-        return 'dead'
-      }
-      const nextAt = at + retryDelayMs(attempts, this.#o.retryDelaysMs, outcome.retryAfterMs)
-      await state.addAttempt(rentalId, { ...base, next_attempt_at: new Date(nextAt).toISOString() })
-      pending = { ...pending, attempts, next_at: nextAt }
-      await state.setPending(rentalId, pending)
-    }
-  }
-
-  /** Runs `send` once fewer than maxConcurrent attempts are under way: a slot is held at most the attempt's timeout. */
-  async #bounded<T>(send: () => Promise<T>): Promise<T> {
-    if (this.#inFlight >= (this.#o.maxConcurrent ?? Infinity)) await new Promise<void>((resolve) => this.#waiting.push(resolve))
-    else this.#inFlight++
-    try {
-      return await send()
-    } finally {
-      const next = this.#waiting.shift()
-      if (next !== undefined) next()
-      else this.#inFlight--
-    }
   }
 
   async #markEndpoint(rentalId: string, change: (e: WebhookEndpoint) => WebhookEndpoint): Promise<void> {
@@ -282,5 +204,23 @@ export class WebhookWorkers {
     for (const loop of loops) loop.abort.abort()
     await Promise.all(loops.map((l) => l.done))
     await this.#watching
+  }
+}
+
+/** A bound on operations under way at once: the next waits for a slot. */
+class Slots {
+  #inUse = 0
+  readonly #waiting: (() => void)[] = []
+
+  async run<T>(max: number, op: () => Promise<T>): Promise<T> {
+    if (this.#inUse >= max) await new Promise<void>((resolve) => this.#waiting.push(resolve))
+    else this.#inUse++
+    try {
+      return await op()
+    } finally {
+      const next = this.#waiting.shift()
+      if (next !== undefined) next()
+      else this.#inUse--
+    }
   }
 }

@@ -4,6 +4,7 @@ import { Agent } from 'undici'
 import type { SignalLog } from '../../pipeline/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
 import type { KvBucket } from '../../storage/index.js'
+import { LiveTail } from '../live-tail.js'
 import { deliveryKeyFile } from './delivery-key-file.js'
 import { DeliveryKeys, type PublishedDeliveryKey } from './delivery-keys.js'
 import { guardedConnector } from './guarded-connector.js'
@@ -20,6 +21,8 @@ export interface WebhooksOptions {
   readonly dataDir: string
   readonly bucket: KvBucket
   readonly log: SignalLog
+  /** The process's tail of the log (the streams'); without it the webhooks start a tail of their own. */
+  readonly tail?: LiveTail
   readonly rental: (rentalId: string) => RentalRecord | undefined
   readonly allowPrivateNetworks: boolean
   readonly retryWindowMs: number
@@ -34,6 +37,9 @@ export interface WebhooksOptions {
   readonly onDeadLetter?: () => void
   readonly onError?: (err: unknown, rentalId: string) => void
 }
+
+/** Tails started by instances without one given, numbered so each has its own log consumer in the process. */
+let ownTails = 0
 
 /** Refusals the routes turn into API errors. */
 export class WebhookRequestError extends Error {
@@ -56,8 +62,10 @@ export class Webhooks {
   readonly #workers: WebhookWorkers
   readonly #attempts = new Map<string, number>()
   #deadLetters = 0
+  /** The tail this instance started, closed with it. */
+  readonly #ownTail: LiveTail | undefined
 
-  private constructor(o: WebhooksOptions, keys: DeliveryKeys) {
+  private constructor(o: WebhooksOptions, keys: DeliveryKeys, tail: LiveTail, ownTail: boolean) {
     this.#o = o
     this.#state = new WebhookState(o.bucket)
     this.#keys = keys
@@ -70,8 +78,10 @@ export class Webhooks {
       bodyTimeout: timeoutMs,
     })
     const scale = o.retryFirstMs / RETRY_DELAYS_MS[0]!
+    this.#ownTail = ownTail ? tail : undefined
     this.#workers = new WebhookWorkers({
       log: o.log,
+      tail,
       state: this.#state,
       keys,
       rental: o.rental,
@@ -95,7 +105,8 @@ export class Webhooks {
 
   static async open(o: WebhooksOptions): Promise<Webhooks> {
     const keys = await DeliveryKeys.open(deliveryKeyFile(join(o.dataDir, 'delivery-keys.json')))
-    const webhooks = new Webhooks(o, keys)
+    const tail = o.tail ?? (await LiveTail.start(o.log, (err) => o.onError?.(err, ''), `webhook-live-${++ownTails}`))
+    const webhooks = new Webhooks(o, keys, tail, o.tail === undefined)
     await webhooks.#workers.start()
     return webhooks
   }
@@ -139,7 +150,13 @@ export class Webhooks {
   }
 
   async deliveries(rentalId: string): Promise<{ attempts: DeliveryAttempt[]; dead_letters: DeadLetter[] }> {
-    return { attempts: await this.#state.attempts(rentalId), dead_letters: await this.#state.deadLetters(rentalId) }
+    // Attempts are written per run of events; this process's not yet written ones are shown too.
+    const unwritten = this.#workers.unwrittenAttempts(rentalId).reverse()
+    const stored = await this.#state.attempts(rentalId)
+    const key = (a: DeliveryAttempt) => `${a.webhook_id} ${a.attempt} ${a.attempted_at}`
+    const shown = new Set(unwritten.map(key))
+    const attempts = [...unwritten, ...stored.filter((a) => !shown.has(key(a)))].slice(0, WEBHOOK_STATE_LIMITS.attemptsPerRental)
+    return { attempts, dead_letters: await this.#state.deadLetters(rentalId) }
   }
 
   /** Sends one event again (same webhook-id); WebhookRequestError `not_found` if the rental never received it or the log no longer holds it. */
@@ -198,6 +215,7 @@ export class Webhooks {
 
   async close(): Promise<void> {
     await this.#workers.close()
+    await this.#ownTail?.close()
     await this.#dispatcher.close()
   }
 }
