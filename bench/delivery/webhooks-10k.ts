@@ -40,7 +40,8 @@ export interface ScaleResult {
   afterRestart: { signals: number; expected: number; delivered: number; seconds: number; deliveriesPerSecond: number; gatewayCores: number }
 }
 
-const RENTERS = 16
+/** Lanes of setup requests, and the least number of renters (a renter holds at most 100 open rentals). */
+const LANES = 16
 
 const vmRssMb = (pid: number): number => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024
 
@@ -93,6 +94,7 @@ export async function webhooksAtScale(options: { rentals: number; sources: numbe
     const bases = await Promise.all(receivers.map((r) => r.listen()))
     const sources = await benchSources(gw, 'scale', options.sources)
     // Renters own rentals i mod RENTERS; the control plane serialises rental creation per renter and per source, and answers 503 to retry.
+    const RENTERS = Math.max(LANES, Math.ceil(rentals / 100))
     const renterTokens: string[] = []
     for (let k = 0; k < RENTERS; k++) {
       const token = await apiRequest(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject: `renter:bench_scale_${k}` } })
@@ -100,7 +102,7 @@ export async function webhooksAtScale(options: { rentals: number; sources: numbe
       renterTokens.push(token.body.data.token as string)
     }
     const rentalIds: string[] = new Array(rentals)
-    await inLanes(rentals, RENTERS, async (i) => {
+    await inLanes(rentals, LANES, async (i) => {
       for (let tries = 0; ; tries++) {
         const res = await apiRequest(gw.url, 'POST', '/v1/admin/rentals', { token: gw.adminToken, body: { renter_id: `renter:bench_scale_${i % RENTERS}`, source_id: sources[i % sources.length]!.sourceId } })
         if (res.status === 201) {
@@ -113,7 +115,7 @@ export async function webhooksAtScale(options: { rentals: number; sources: numbe
     })
     await sleep(2000)
     const rssBefore = vmRssMb(gw.pid)
-    await inLanes(rentals, 16, async (i) => {
+    await inLanes(rentals, LANES, async (i) => {
       const url = `${bases[i % receiverCount]}/hook/${i}`
       const res = await apiRequest(gw.url, 'PUT', `/v1/rentals/${rentalIds[i]}/webhook`, { token: renterTokens[i % RENTERS]!, body: { url } })
       if (res.status !== 200) throw new Error(`webhook ${i}: ${res.status} ${JSON.stringify(res.body)}`)
