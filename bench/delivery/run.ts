@@ -2,7 +2,7 @@ import { loadavg } from 'node:os'
 import { startBenchGateway, type BenchGateway } from '../ingest/gateway-process.js'
 import { machineLines, openFileLimit, filesystemOf } from '../ingest/machine-info.js'
 import { ProcessSampler } from '../ingest/process-sampler.js'
-import { idlePhase, latencyPhase, replayPhase, setWebhooks, webhookPhase } from './phases.js'
+import { idlePhase, latencyPhase, receiverCeiling, replayPhase, setWebhooks, webhookPhase } from './phases.js'
 import { benchRental, benchRentals, benchSources } from './setup.js'
 import { webhooksAtScale } from './webhooks-10k.js'
 import { GATEWAY_NODE_ARGS } from '../ingest/options.js'
@@ -79,10 +79,20 @@ async function main(): Promise<void> {
     if (PHASES.has('latency')) results['latency'] = await phase('latency', () => latencyPhase(gw, sampler, sources, rentals, SUBSCRIBERS_PER_RENTAL, PARSED_PER_RENTAL, RATE, SECONDS))
     if (PHASES.has('replay')) results['replay'] = await phase('replay', async () => replayPhase(gw, replaySource, await benchRental(gw, 'del_replay', replaySource.sourceId), REPLAY))
     if (PHASES.has('webhooks')) {
-      const receivers = await setWebhooks(gw, rentals)
+      const { receivers, urls } = await setWebhooks(gw, rentals)
+      // Before the gateway's phases, with the gateway idle: what the HTTP exchange alone reaches here now.
+      results['webhookCeiling'] = await phase('webhook receivers ceiling (no gateway)', () => receiverCeiling(urls, 3000))
       results['webhooks'] = await phase('webhooks', () => webhookPhase(gw, sampler, sources, rentals, receivers, WEBHOOK_SIGNALS, 0, 'wh'))
       results['webhooksFailingTenth'] = await phase('webhooks, a tenth failing', () => webhookPhase(gw, sampler, sources, rentals, receivers, WEBHOOK_SIGNALS, 11, 'whf'))
       await Promise.all(receivers.map((r) => r.close()))
+      const ceiling = (results['webhookCeiling'] as { postsPerSecond?: number }).postsPerSecond
+      if (ceiling !== undefined) {
+        for (const k of ['webhooks', 'webhooksFailingTenth']) {
+          const r = results[k] as { deliveriesPerSecond?: number; ratioToCeiling?: number }
+          if (r.deliveriesPerSecond !== undefined) r.ratioToCeiling = Number((r.deliveriesPerSecond / ceiling).toFixed(2))
+        }
+        console.log(`webhooks / receivers' ceiling: ${(results['webhooks'] as any).ratioToCeiling}, a tenth failing: ${(results['webhooksFailingTenth'] as any).ratioToCeiling}`)
+      }
     }
   } finally {
     sampler.stop()

@@ -140,7 +140,8 @@ export class RentalLoop implements TailListener {
       const stored = await state.position(this.rentalId)
       // Deliveries of releases that kept the position in a log consumer of their own resume from it.
       const legacy = stored === null ? await log.consumerInfo(`webhook-${this.rentalId}`) : null
-      this.#stored = stored ?? Math.max(endpoint.start_seq - 1, legacy?.ackSeq ?? 0)
+      // Never before the endpoint's start: a position left by an endpoint removed meanwhile on another process is older.
+      this.#stored = Math.max(stored ?? 0, endpoint.start_seq - 1, legacy?.ackSeq ?? 0)
       this.#next = this.#stored + 1
       this.#pending = await state.pending(this.rentalId)
       this.#pendingStored = this.#pending !== null
