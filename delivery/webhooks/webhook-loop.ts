@@ -168,7 +168,9 @@ export class RentalLoop implements TailListener {
       const rental = this.#c.rental(this.rentalId)
       if (rental === undefined) return
       let batch: readonly LogRecord[]
-      if (this.#gap) batch = await this.#read()
+      /** The last seq a catch-up read covered: its other sources' records were dropped from the batch. */
+      let through = 0
+      if (this.#gap) ({ records: batch, through } = await this.#read(rental.source_id))
       else if (this.#queue.length > 0) {
         batch = this.#queue
         this.#queue = []
@@ -205,6 +207,7 @@ export class RentalLoop implements TailListener {
         }
         if (this.#stop.aborted) return
       }
+      this.#next = Math.max(this.#next, through + 1)
     }
   }
 
@@ -228,8 +231,12 @@ export class RentalLoop implements TailListener {
     })
   }
 
-  /** Reads the log from #next (catching up), telling the rental of a range retention removed first. */
-  async #read(): Promise<readonly LogRecord[]> {
+  /**
+   * Reads the log from #next (catching up), telling the rental of a range retention
+   * removed first. Keeps only the records that may be the rental's, so a loop waiting on
+   * its receiver holds its own records, not a read's worth of every source's.
+   */
+  async #read(sourceId: string): Promise<{ records: readonly LogRecord[]; through: number }> {
     // Cleared before the read: a queue dropped while it runs sets it again.
     this.#gap = false
     const from = this.#next
@@ -241,7 +248,8 @@ export class RentalLoop implements TailListener {
       this.#next = firstSeq
       await this.#flush()
     }
-    return records
+    const own = records.filter((r) => r.sourceId === '' || r.sourceId === sourceId)
+    return { records: own, through: records[records.length - 1]?.seq ?? 0 }
   }
 
   async #resend(): Promise<'stopped' | undefined> {
