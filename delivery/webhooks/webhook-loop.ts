@@ -1,31 +1,9 @@
-import type { LogRecord, LostRange, SignalLog } from '../../pipeline/index.js'
-import type { RentalRecord } from '../../rentals/index.js'
-import type { LiveTail, TailListener } from '../live-tail.js'
+import type { LogRecord, LostRange } from '../../pipeline/index.js'
+import type { TailListener } from '../live-tail.js'
+import type { LoopContext } from './loop-context.js'
 import { retryDelayMs } from './retry-schedule.js'
 import { eventIdOf, webhookEventOf, webhookIdOf } from './webhook-event.js'
-import type { DeliveryAttempt, PendingDelivery, WebhookEndpoint, WebhookState } from './webhook-state.js'
-import type { AttemptOutcome } from './webhook-worker.js'
-
-/** What a rental's loop uses of the workers around it. */
-export interface LoopContext {
-  readonly log: SignalLog
-  readonly state: WebhookState
-  readonly tail: LiveTail
-  readonly now: () => number
-  readonly retryDelaysMs: readonly number[]
-  readonly retryWindowMs: number
-  readonly disableAfterMs: number
-  rental(rentalId: string): RentalRecord | undefined
-  /** The endpoint as last seen through the store's watch (or written by this process). */
-  endpoint(rentalId: string): WebhookEndpoint | undefined
-  markEndpoint(rentalId: string, change: (e: WebhookEndpoint) => WebhookEndpoint): Promise<void>
-  /** One signed POST, within the workers' bound on attempts under way. */
-  send(url: string, webhookId: string, body: string, at: number): Promise<AttemptOutcome>
-  /** Runs a read of the log within the workers' bound on catch-up reads under way. */
-  scan<T>(read: () => Promise<T>): Promise<T>
-  onAttempt(result: string): void
-  onDeadLetter(): void
-}
+import type { DeliveryAttempt, PendingDelivery } from './webhook-state.js'
 
 /** Records the tail handed over and the loop has not taken yet; past this it drops them and reads the log instead. */
 export const QUEUE_LIMIT = 4096
@@ -244,7 +222,9 @@ export class RentalLoop implements TailListener {
     if (records.length === SCAN_RECORDS) this.#gap = true
     const firstSeq = records[0]?.seq
     if (firstSeq !== undefined && firstSeq > from && this.#next === from) {
-      this.#attempts.push({ webhook_id: '', event_id: `${eventIdOf(from)}-${eventIdOf(firstSeq - 1)}`, attempt: 0, attempted_at: new Date(this.#c.now()).toISOString(), result: 'lost', status: null, error: `${firstSeq - from} log records left retention before they were delivered`, duration_ms: 0, next_attempt_at: null })
+      const error = `${firstSeq - from} log records left retention before they were delivered`
+      const at = new Date(this.#c.now()).toISOString()
+      this.#attempts.push({ webhook_id: '', event_id: `${eventIdOf(from)}-${eventIdOf(firstSeq - 1)}`, attempt: 0, attempted_at: at, result: 'lost', status: null, error, duration_ms: 0, next_attempt_at: null })
       this.#next = firstSeq
       await this.#flush()
     }

@@ -1,0 +1,26 @@
+import type { SignalLog } from '../../pipeline/index.js'
+import type { RentalRecord } from '../../rentals/index.js'
+import type { LiveTail } from '../live-tail.js'
+import type { WebhookEndpoint, WebhookState } from './webhook-state.js'
+import type { AttemptOutcome } from './webhook-worker.js'
+
+/** What a rental's loop uses of the workers around it. */
+export interface LoopContext {
+  readonly log: SignalLog
+  readonly state: WebhookState
+  readonly tail: LiveTail
+  readonly now: () => number
+  readonly retryDelaysMs: readonly number[]
+  readonly retryWindowMs: number
+  readonly disableAfterMs: number
+  rental(rentalId: string): RentalRecord | undefined
+  /** The endpoint as last seen through the store's watch (or written by this process). */
+  endpoint(rentalId: string): WebhookEndpoint | undefined
+  markEndpoint(rentalId: string, change: (e: WebhookEndpoint) => WebhookEndpoint): Promise<void>
+  /** One signed POST, within the workers' bound on attempts under way. */
+  send(url: string, webhookId: string, body: string, at: number): Promise<AttemptOutcome>
+  /** Runs a read of the log within the workers' bound on catch-up reads under way. */
+  scan<T>(read: () => Promise<T>): Promise<T>
+  onAttempt(result: string): void
+  onDeadLetter(): void
+}
