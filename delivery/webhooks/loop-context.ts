@@ -1,6 +1,7 @@
 import type { SignalLog } from '../../pipeline/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
 import type { LiveTail } from '../live-tail.js'
+import type { CatchUpReads } from './catch-up-reads.js'
 import type { WebhookEndpoint, WebhookState } from './webhook-state.js'
 import type { AttemptOutcome } from './webhook-worker.js'
 
@@ -19,8 +20,8 @@ export interface LoopContext {
   markEndpoint(rentalId: string, change: (e: WebhookEndpoint) => WebhookEndpoint): Promise<void>
   /** One signed POST, within the workers' bound on attempts under way. */
   send(url: string, webhookId: string, body: string, at: number): Promise<AttemptOutcome>
-  /** Runs a read of the log within the workers' bound on catch-up reads under way. */
-  scan<T>(read: () => Promise<T>): Promise<T>
+  /** The shared catch-up reads of the log (catch-up-reads.ts). */
+  readonly catchUp: CatchUpReads
   onAttempt(result: string): void
   onDeadLetter(): void
 }

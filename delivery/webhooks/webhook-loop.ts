@@ -1,5 +1,6 @@
 import type { LogRecord, LostRange } from '../../pipeline/index.js'
 import type { TailListener } from '../live-tail.js'
+import { CHUNK_RECORDS } from './catch-up-reads.js'
 import type { LoopContext } from './loop-context.js'
 import { retryDelayMs } from './retry-schedule.js'
 import { eventIdOf, webhookEventOf, webhookIdOf } from './webhook-event.js'
@@ -7,8 +8,8 @@ import type { DeliveryAttempt, PendingDelivery } from './webhook-state.js'
 
 /** Records the tail handed over and the loop has not taken yet; past this it drops them and reads the log instead. */
 export const QUEUE_LIMIT = 4096
-/** Records one catch-up read takes from the log. */
-const SCAN_RECORDS = 1024
+/** An idle loop stores the tail's position at a checkpoint once it is this far ahead of the stored one. */
+const CHECKPOINT_RECORDS = 1024
 /** Events delivered between two writes of the position and the attempts (one run), at most. */
 export const RUN_MAX_EVENTS = 256
 /** How long a run lasts at most before its position and attempts are written. */
@@ -65,12 +66,21 @@ export class RentalLoop implements TailListener {
   #lastSuccessAt: number | null = null
   #wake: (() => void) | undefined
   #poked = true
+  /** Catch-up reads numbered above this began after the loop listened to the tail. */
+  #since = 0
+  /** Every record handed over is done with: the loop waits for more (what lets the position follow the tail). */
+  #settled = false
 
   constructor(rentalId: string, context: LoopContext, stop: AbortSignal) {
     this.rentalId = rentalId
     this.#c = context
     this.#stop = stop
     stop.addEventListener('abort', () => this.#wakeUp(), { once: true })
+  }
+
+  /** True while the loop has done everything handed to it and waits for more. */
+  get waiting(): boolean {
+    return this.#settled
   }
 
   /** Attempts made and not yet written (oldest first): the deliveries list shows them at once. */
@@ -81,17 +91,22 @@ export class RentalLoop implements TailListener {
   /** From the tail: records of the rental's source, in order. */
   records(records: readonly LogRecord[]): void {
     if (this.#queue.length + records.length > QUEUE_LIMIT) {
-      this.#queue = []
-      this.#gap = true
+      this.#dropQueue()
     } else for (const r of records) this.#queue.push(r)
     this.#wakeUp()
   }
 
   /** From the tail: it fell behind retention; the loop's own read tells the rental what it lost. */
   lost(_range: LostRange): void {
+    this.#dropQueue()
+    this.#wakeUp()
+  }
+
+  /** The log is read instead, by a read begun after now (an earlier one may lack what was dropped). */
+  #dropQueue(): void {
     this.#queue = []
     this.#gap = true
-    this.#wakeUp()
+    this.#since = this.#c.catchUp.mark()
   }
 
   /** A re-send was asked for: look at the re-send list now. */
@@ -114,6 +129,7 @@ export class RentalLoop implements TailListener {
     // Listening before the first read: whatever the tail hands out from now on is queued,
     // and the read covers everything before it, so nothing falls between them.
     const unlisten = tail.listen(first.source_id, this)
+    this.#since = this.#c.catchUp.mark()
     try {
       const stored = await state.position(this.rentalId)
       // Deliveries of releases that kept the position in a log consumer of their own resume from it.
@@ -130,14 +146,29 @@ export class RentalLoop implements TailListener {
       await this.#loop()
     } finally {
       unlisten()
+      // A loop stopped while it waited is done with everything up to the tail's position.
+      if (this.#settled && this.#queue.length === 0 && !this.#gap) this.#next = Math.max(this.#next, this.#c.tail.position + 1)
       await this.#flush()
     }
+  }
+
+  /**
+   * Stores the tail's position as the loop's own when the loop waits and the tail got
+   * CHECKPOINT_RECORDS past it: a rental of a quiet source then has little to read again
+   * after a crash. Called by the workers now and then.
+   */
+  async checkpoint(): Promise<void> {
+    const to = this.#c.tail.position
+    if (!this.#settled || this.#queue.length > 0 || this.#gap || to - this.#stored < CHECKPOINT_RECORDS) return
+    this.#next = Math.max(this.#next, to + 1)
+    await this.#flush()
   }
 
   async #loop(): Promise<void> {
     let runStarted = performance.now()
     let runEvents = 0
     while (!this.#stop.aborted) {
+      this.#settled = false
       if (this.#poked) {
         this.#poked = false
         if ((await this.#resend()) === 'stopped') return
@@ -156,6 +187,7 @@ export class RentalLoop implements TailListener {
         // Idle: every record the tail handed out so far was queued (and is done) or not
         // this rental's, so the position may move up to the tail's.
         this.#next = Math.max(this.#next, this.#c.tail.position + 1)
+        this.#settled = true
         // A run ends once no record came for IDLE_FLUSH_MS: records arriving one by one
         // still share their writes. Only a loop with something to write holds a timer.
         if (!this.#dirty()) await this.#idle()
@@ -218,9 +250,9 @@ export class RentalLoop implements TailListener {
     // Cleared before the read: a queue dropped while it runs sets it again.
     this.#gap = false
     const from = this.#next
-    const records = await this.#c.scan(() => this.#c.log.read({ fromSeq: from }, SCAN_RECORDS))
-    if (records.length === SCAN_RECORDS) this.#gap = true
-    const firstSeq = records[0]?.seq
+    const chunk = await this.#c.catchUp.chunk(from, this.#since)
+    if (chunk.length === CHUNK_RECORDS) this.#gap = true
+    const firstSeq = chunk.find((r) => r.seq >= from)?.seq
     if (firstSeq !== undefined && firstSeq > from && this.#next === from) {
       const error = `${firstSeq - from} log records left retention before they were delivered`
       const at = new Date(this.#c.now()).toISOString()
@@ -228,8 +260,8 @@ export class RentalLoop implements TailListener {
       this.#next = firstSeq
       await this.#flush()
     }
-    const own = records.filter((r) => r.sourceId === '' || r.sourceId === sourceId)
-    return { records: own, through: records[records.length - 1]?.seq ?? 0 }
+    const own = chunk.filter((r) => r.seq >= from && (r.sourceId === '' || r.sourceId === sourceId))
+    return { records: own, through: chunk[chunk.length - 1]?.seq ?? 0 }
   }
 
   async #resend(): Promise<'stopped' | undefined> {

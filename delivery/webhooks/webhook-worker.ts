@@ -5,6 +5,7 @@ import type { RentalRecord } from '../../rentals/index.js'
 import type { LiveTail } from '../live-tail.js'
 import type { DeliveryKeys } from './delivery-keys.js'
 import { parseRetryAfter } from './retry-schedule.js'
+import { CatchUpReads } from './catch-up-reads.js'
 import type { LoopContext } from './loop-context.js'
 import { RentalLoop } from './webhook-loop.js'
 import type { DeliveryAttempt, WebhookEndpoint, WebhookState } from './webhook-state.js'
@@ -27,6 +28,8 @@ export interface WebhookWorkerOptions {
   /** An endpoint with no success for this long is disabled. */
   readonly disableAfterMs: number
   readonly now?: () => number
+  /** How often idle loops store the tail's position as theirs (default 60 s). */
+  readonly checkpointMs?: number
   /** Attempts under way at once, all rentals together (WEBHOOK_CONCURRENCY). */
   readonly maxConcurrent?: number
   readonly onAttempt?: (result: string) => void
@@ -76,8 +79,8 @@ export async function sendWebhook(options: Pick<WebhookWorkerOptions, 'dispatche
   }
 }
 
-/** Catch-up reads of the log under way at once, all rentals together: a start with 10,000 rentals reads a few at a time. */
-const MAX_SCANS = 4
+/** How often idle loops store how far the tail got, so a restart after a crash has little to read again. */
+const CHECKPOINT_MS = 60_000
 
 /**
  * Delivers each rental's events to its webhook: one loop per enabled endpoint
@@ -98,12 +101,14 @@ export class WebhookWorkers {
   #watching: Promise<void> | undefined
   #closed = false
   readonly #sends = new Slots()
-  readonly #scans = new Slots()
+  readonly #catchUp: CatchUpReads
+  #checkpoints: NodeJS.Timeout | undefined
 
   constructor(options: WebhookWorkerOptions) {
     this.#o = options
     this.#now = options.now ?? Date.now
     const o = options
+    this.#catchUp = new CatchUpReads(o.log)
     this.#context = {
       log: o.log,
       state: o.state,
@@ -116,7 +121,7 @@ export class WebhookWorkers {
       endpoint: (rentalId) => this.#endpoints.get(rentalId),
       markEndpoint: (rentalId, change) => this.#markEndpoint(rentalId, change),
       send: (url, webhookId, body, at) => this.#sends.run(o.maxConcurrent ?? Infinity, () => sendWebhook(o, url, webhookId, body, at)),
-      scan: (read) => this.#scans.run(MAX_SCANS, read),
+      catchUp: this.#catchUp,
       onAttempt: (result) => o.onAttempt?.(result),
       onDeadLetter: () => o.onDeadLetter?.(),
     }
@@ -135,6 +140,21 @@ export class WebhookWorkers {
       }
     })().catch((err: unknown) => this.#o.onError?.(err, ''))
     await watch.initialized
+    this.#checkpoints = setInterval(() => {
+      for (const { loop } of this.#loops.values()) loop.checkpoint().catch((err: unknown) => this.#o.onError?.(err, loop.rentalId))
+    }, this.#o.checkpointMs ?? CHECKPOINT_MS).unref()
+  }
+
+  /** Loops that have done everything handed to them and wait for more. */
+  get waiting(): number {
+    let n = 0
+    for (const { loop } of this.#loops.values()) if (loop.waiting) n++
+    return n
+  }
+
+  /** Log reads the loops made to catch up. */
+  get catchUpReads(): number {
+    return this.#catchUp.reads
   }
 
   /** Loops running now. */
@@ -200,6 +220,7 @@ export class WebhookWorkers {
   /** Stops every loop (an attempt under way finishes or times out) and the watch. Safe to call twice. */
   async close(): Promise<void> {
     this.#closed = true
+    clearInterval(this.#checkpoints)
     this.#watch?.stop()
     const loops = [...this.#loops.values()]
     for (const loop of loops) loop.abort.abort()

@@ -35,10 +35,13 @@ t.test('a burst of 300 events is delivered in order with a handful of state writ
 t.test('the position never passes an event that is not delivered: a failing event holds it, a restart resumes at it with the same webhook-id', async (t) => {
   let failing = true
   const rx = await sharedReceiver(t, (_req, res, d) => res.writeHead(seqOf(d.id) === 4 && failing ? 500 : 204).end())
-  const s = await webhookFixture(t, [RENTAL], { retryDelaysMs: [200] })
+  const s = await webhookFixture(t, [RENTAL], { retryDelaysMs: [200], checkpointMs: 20 })
   await s.register(rx.base)
   for (let i = 1; i <= 5; i++) await s.journal.append(`p${i}`, signalOf(i, 'src_a'), { sourceId: 'src_a' })
+  // Other sources' records while 4 fails: checkpoints must not move the position past 4 either.
+  for (let i = 0; i < 1100; i++) await s.journal.append(`q${i}`, signalOf(1000 + i, 'src_b'), { sourceId: 'src_b' })
   await until(() => rx.got.filter((d) => seqOf(d.id) === 4).length >= 2)
+  await new Promise((r) => setTimeout(r, 100))
   // The failure wrote the run before it (1 to 3) and the retry state; never past 3.
   t.equal(await s.state.position(RENTAL.rental_id), 3, 'events 1 to 3 are done with; 4 is not')
   t.equal((await s.state.pending(RENTAL.rental_id))?.seq, 4, 'the retry state names event 4')
@@ -52,9 +55,9 @@ t.test('the position never passes an event that is not delivered: a failing even
   const ids = rx.got.map((d) => seqOf(d.id))
   t.same([...new Set(ids)], [1, 2, 3, 4, 5], 'in order, nothing before 4 re-sent after the restart')
   t.same(ids.slice(afterRestart).filter((n) => n < 4), [], 'events 1 to 3 were not sent again')
-  await until(async () => (await s.state.position(RENTAL.rental_id)) === 5)
+  await until(async () => ((await s.state.position(RENTAL.rental_id)) ?? 0) >= 5)
   await until(async () => (await s.state.pending(RENTAL.rental_id)) === null)
-  t.pass('position 5 and no retry state once 4 and 5 are delivered')
+  t.pass('position past 5 and no retry state once 4 and 5 are delivered')
   t.same(s.errors, [])
 })
 
@@ -110,5 +113,22 @@ t.test('a position kept by an earlier release in the rental\'s own log consumer 
   await until(async () => (await s.journal.consumerInfo(`webhook-${RENTAL.rental_id}`)) === null)
   t.same(rx.got.map((d) => seqOf(d.id)), [4, 5], 'delivery resumed after the consumer\'s acknowledged 3')
   await until(async () => (await s.state.position(RENTAL.rental_id)) === 5)
+  t.same(s.errors, [])
+})
+
+t.test('an idle rental\'s stored position follows the tail at checkpoints and at a clean stop, so a restart has little to read again', async (t) => {
+  const rx = await sharedReceiver(t)
+  const s = await webhookFixture(t, [RENTAL], { checkpointMs: 50 })
+  await s.register(rx.base)
+  for (let i = 0; i < 1500; i++) await s.journal.append(`c${i}`, signalOf(i, 'src_b'), { sourceId: 'src_b' })
+  await until(async () => ((await s.state.position(RENTAL.rental_id)) ?? 0) >= 1500)
+  t.pass('a checkpoint stored the tail\'s position for a rental that received nothing')
+  for (let i = 0; i < 10; i++) await s.journal.append(`d${i}`, signalOf(2000 + i, 'src_b'), { sourceId: 'src_b' })
+  await until(() => s.tail.position >= 1510)
+  await s.restart()
+  t.equal(await s.state.position(RENTAL.rental_id), 1510, 'a clean stop stores the tail\'s position (fewer than a checkpoint\'s 1,024 records past the last)')
+  await s.journal.append('own', signalOf(9, 'src_a'), { sourceId: 'src_a' })
+  await until(() => rx.got.length >= 1)
+  t.same(rx.got.map((d) => seqOf(d.id)), [1511], 'the rental\'s own signal is delivered after the restart')
   t.same(s.errors, [])
 })

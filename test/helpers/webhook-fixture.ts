@@ -137,10 +137,10 @@ export async function webhookFixture(t: Test, rentals: readonly RentalRecord[], 
     await rawBucket.close()
     await journal.close()
   })
-  /** Sets each rental's endpoint to `${base}/hook/<rental_id>`, starting at the log's next record. */
-  const register = async (base: string, which: readonly RentalRecord[] = rentals) => {
+  /** Sets each rental's endpoint to `${base}/hook/<rental_id>`, starting at `from` (default: the log's next record). */
+  const register = async (base: string, which: readonly RentalRecord[] = rentals, from?: number) => {
     const at = new Date().toISOString()
-    const startSeq = (await journal.info()).lastSeq + 1
+    const startSeq = from ?? (await journal.info()).lastSeq + 1
     await Promise.all(which.map((r) => state.modifyEndpoint(r.rental_id, () => ({ rental_id: r.rental_id, url: `${base}/hook/${r.rental_id}`, start_seq: startSeq, created_at: at, updated_at: at, state: 'enabled', disabled_reason: null, disabled_at: null, last_success_at: null, failing_since: null }) satisfies WebhookEndpoint)))
   }
   const restart = async () => {
