@@ -11,6 +11,8 @@ interface Chunk {
   records: Promise<readonly LogRecord[]>
   /** The read's number, given when it starts reading (after waiting for a slot); undefined while it waits. */
   started: number | undefined
+  /** The records, once read. */
+  result: readonly LogRecord[] | undefined
 }
 
 /**
@@ -50,26 +52,35 @@ export class CatchUpReads {
    */
   async chunk(fromSeq: number, since: number): Promise<readonly LogRecord[]> {
     const start = Math.floor((fromSeq - 1) / CHUNK_RECORDS) * CHUNK_RECORDS + 1
-    const known = this.#chunks.get(start)
-    if (known !== undefined) {
-      const records = await known.records.catch(() => undefined)
-      if (records !== undefined && (whole(records, start) || (known.started ?? Infinity) > since)) {
+    for (;;) {
+      let chunk = this.#chunks.get(start)
+      // A finished read cut short by the log's end and begun before this loop listened is stale for it: the first to see that reads again.
+      if (chunk === undefined || (chunk.result !== undefined && !whole(chunk.result, start) && chunk.started! <= since)) chunk = this.#begin(start)
+      const records = await chunk.records
+      if (whole(records, start) || (chunk.started ?? Infinity) > since) {
         // Most recently used last.
-        if (this.#chunks.get(start) === known) {
+        if (this.#chunks.get(start) === chunk) {
           this.#chunks.delete(start)
-          this.#chunks.set(start, known)
+          this.#chunks.set(start, chunk)
         }
         return records
       }
+      // It was under way before this loop listened and ended short: look again (another loop may have begun a newer read).
     }
-    const chunk: Chunk = { records: Promise.resolve([]), started: undefined }
+  }
+
+  #begin(start: number): Chunk {
+    const chunk: Chunk = { records: Promise.resolve([]), started: undefined, result: undefined }
     chunk.records = this.#read(start, chunk)
     this.#chunks.set(start, chunk)
     if (this.#chunks.size > CACHED_CHUNKS) this.#chunks.delete(this.#chunks.keys().next().value as number)
-    chunk.records.catch(() => {
-      if (this.#chunks.get(start) === chunk) this.#chunks.delete(start)
-    })
-    return chunk.records
+    chunk.records.then(
+      (records) => void (chunk.result = records),
+      () => {
+        if (this.#chunks.get(start) === chunk) this.#chunks.delete(start)
+      },
+    )
+    return chunk
   }
 
   async #read(start: number, chunk: Chunk): Promise<readonly LogRecord[]> {

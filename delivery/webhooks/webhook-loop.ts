@@ -66,6 +66,8 @@ export class RentalLoop implements TailListener {
   #lastSuccessAt: number | null = null
   #wake: (() => void) | undefined
   #poked = true
+  /** Queues dropped (and losses told) since the start. */
+  #drops = 0
   /** Catch-up reads numbered above this began after the loop listened to the tail. */
   #since = 0
   /** Every record handed over is done with: the loop waits for more (what lets the position follow the tail). */
@@ -104,6 +106,7 @@ export class RentalLoop implements TailListener {
 
   /** The log is read instead, by a read begun after now (an earlier one may lack what was dropped). */
   #dropQueue(): void {
+    this.#drops++
     this.#queue = []
     this.#gap = true
     this.#since = this.#c.catchUp.mark()
@@ -130,6 +133,7 @@ export class RentalLoop implements TailListener {
     // and the read covers everything before it, so nothing falls between them.
     const unlisten = tail.listen(first.source_id, this)
     this.#since = this.#c.catchUp.mark()
+    const listenedAt = { tail: tail.position, drops: this.#drops }
     try {
       const stored = await state.position(this.rentalId)
       // Deliveries of releases that kept the position in a log consumer of their own resume from it.
@@ -137,6 +141,8 @@ export class RentalLoop implements TailListener {
       // Never before the endpoint's start: a position left by an endpoint removed meanwhile on another process is older.
       this.#stored = Math.max(stored ?? 0, endpoint.start_seq - 1, legacy?.ackSeq ?? 0)
       this.#next = this.#stored + 1
+      // Done with everything up to where the tail was when the loop began listening (a clean restart): the tail hands it the rest.
+      if (this.#stored >= listenedAt.tail && this.#drops === listenedAt.drops) this.#gap = false
       this.#pending = await state.pending(this.rentalId)
       this.#pendingStored = this.#pending !== null
       if (legacy !== null) {
