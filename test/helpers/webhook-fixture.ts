@@ -150,7 +150,7 @@ export async function webhookFixture(t: Test, rentals: readonly RentalRecord[], 
     await workers.start()
   }
   await workers.start()
-  return { journal, tail, state, results, errors, writes, logCounts, register, restart, workers: () => workers }
+  return { journal, tail, state, bucket: rawBucket, results, errors, writes, logCounts, register, restart, workers: () => workers }
 }
 
 export async function until(what: () => boolean | Promise<boolean>, ms = 15_000): Promise<void> {
