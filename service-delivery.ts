@@ -18,19 +18,22 @@ export interface DeliveryPart {
 }
 
 /**
- * Every channel reads the log through durable consumers (the live tail; one per rental
- * with a webhook), so what was accepted while no delivery ran here is delivered when
- * this part starts: webhooks resume from their acknowledged positions, and streams and
- * polling from the client's event id.
+ * Every channel follows the process's one tail of the log and reads the log to catch up,
+ * so what was accepted while no delivery ran here is delivered when this part starts:
+ * webhooks resume from their stored positions, and streams and polling from the
+ * client's event id.
  */
 export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Promise<DeliveryPart> {
   const { config, logger, steps, signalLog, registry } = core
-  // Renters' webhooks: endpoints, positions' retry state, attempts and dead letters on the key-value port.
+  // One tail of the log feeds every rental event stream and webhook of this process.
+  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
+  // Renters' webhooks: endpoints, positions, retry state, attempts and dead letters on the key-value port.
   const webhooksBucket = await steps.time('webhooks', () => core.openBucket('webhooks', webhookBucketLimits(config.RENTALS_MAX)))
   const webhooks = await Webhooks.open({
     dataDir: core.dataDir,
     bucket: webhooksBucket,
     log: signalLog,
+    tail,
     rental: (id) => rentals.get(id),
     disputes: registry,
     allowPrivateNetworks: config.WEBHOOK_ALLOW_PRIVATE_NETWORKS === 'true',
@@ -49,8 +52,6 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
   // Tickets on the key-value port: one issued here opens a stream on any process sharing the bucket.
   const ticketsBucket = await steps.time('tickets', () => core.openBucket('tickets', KvTicketStore.bucketLimits(STREAM_TICKETS_MAX)))
   const tickets = await KvTicketStore.open({ bucket: ticketsBucket, sweepMs: config.STREAM_TICKET_TTL_MS, onWarning: (message, err) => logger.warn({ err }, message) })
-  // One tail of the log feeds every rental event stream of this process.
-  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
   const streamLatency = new MillisecondsHistogram(
     'sgw_stream_delivery_latency_seconds',
     'From the log storing a signal to its byo.signal.accepted event being written to a live rental event stream, per stream (events replayed on a resume not included).',

@@ -47,12 +47,13 @@ export class LiveTail {
     this.#onError = onError
   }
 
-  static async start(log: SignalLog, onError: (err: unknown) => void): Promise<LiveTail> {
+  /** `name`: the consumer's; a second tail in one process (webhooks without the streams' tail) needs its own. */
+  static async start(log: SignalLog, onError: (err: unknown) => void, name: string = LIVE_CONSUMER): Promise<LiveTail> {
     const tail = new LiveTail(onError)
-    await log.deleteConsumer(LIVE_CONSUMER)
+    await log.deleteConsumer(name)
     const info = await log.info()
     tail.#position = info.lastSeq
-    tail.#consumer = await log.consumer(LIVE_CONSUMER, { startSeq: info.lastSeq + 1 })
+    tail.#consumer = await log.consumer(name, { startSeq: info.lastSeq + 1 })
     tail.#running = tail.#run(tail.#consumer)
     return tail
   }

@@ -227,16 +227,18 @@ export interface WebhookResult {
   fromFirstDeliveryPerSecond: number
 }
 
-export async function setWebhooks(gw: BenchGateway, rentals: readonly BenchRental[]): Promise<Receiver[]> {
+export async function setWebhooks(gw: BenchGateway, rentals: readonly BenchRental[]): Promise<{ receivers: Receiver[]; urls: string[] }> {
   const receivers: Receiver[] = []
+  const urls: string[] = []
   for (const r of rentals) {
     const receiver = new Receiver()
     const url = await receiver.listen()
+    urls.push(url)
     const res = await apiRequest(gw.url, 'PUT', `/v1/rentals/${r.rentalId}/webhook`, { token: r.renterToken, body: { url } })
     if (res.status !== 200) throw new Error(`webhook: ${res.status} ${JSON.stringify(res.body)}`)
     receivers.push(receiver)
   }
-  return receivers
+  return { receivers, urls }
 }
 
 /** `signals` pushed over `sources`; each reaches rentals/sources endpoints; counts what the healthy receivers got. */
@@ -277,4 +279,37 @@ export async function webhookPhase(gw: BenchGateway, sampler: ProcessSampler, so
     deliveriesPerSecond: Math.round(delivered() / seconds),
     fromFirstDeliveryPerSecond: Math.round(delivered() / Math.max(1e-3, (lastAt - firstAt) / 1000)),
   }
+}
+
+/**
+ * The ceiling the webhook figures are read against, measured in the same run: signed-size
+ * POSTs from this process straight to the same receivers (one keep-alive connection each,
+ * as the gateway holds), as fast as they answer, for `ms`. What the machine's share gives
+ * the HTTP exchange alone; the gateway's rate divided by it is what is left for signing,
+ * state and the log.
+ */
+export async function receiverCeiling(urls: readonly string[], ms: number): Promise<{ postsPerSecond: number; seconds: number }> {
+  const { Agent, request } = await import('node:http')
+  const body = Buffer.alloc(420, 'x')
+  let posts = 0
+  const t0 = performance.now()
+  const end = t0 + ms
+  await Promise.all(urls.map(async (url, i) => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 })
+    const u = new URL(url)
+    while (performance.now() < end) {
+      await new Promise<void>((resolve) => {
+        const req = request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', agent, headers: { 'content-type': 'application/json', 'webhook-id': `ceiling_${i}_${posts}`, 'content-length': body.length } }, (res) => {
+          res.resume()
+          res.on('end', () => resolve())
+        })
+        req.on('error', () => resolve())
+        req.end(body)
+      })
+      posts++
+    }
+    agent.destroy()
+  }))
+  const seconds = (performance.now() - t0) / 1000
+  return { postsPerSecond: Math.round(posts / seconds), seconds: Number(seconds.toFixed(2)) }
 }

@@ -1,30 +1,27 @@
 import type { RentalRecord } from '../../rentals/index.js'
-import { DisputeQueue, type PlacedEvent, type RentalCursor, type RentalDisputes } from '../rental-events.js'
-import type { WebhookState } from './webhook-state.js'
+import { parseEventId } from '../event-id.js'
+import { cursorOf, DisputeQueue, type RentalCursor, type RentalDisputes } from '../rental-events.js'
+import type { PendingDelivery } from './webhook-state.js'
 
 /**
- * Delivers a rental's dispute events placed after `from` (the last one delivered), up to
- * after record `throughSeq` (every record of the rental's to there is delivered), in the
- * rental's order, each remembered in the webhook state once delivered or dead-lettered:
- * a restart resumes after it, and a dispute accepted while the log is idle is still owed.
- * Returns the last one's place, or 'stopped' when the endpoint stopped meanwhile.
+ * What a webhook loop checks of the accepted disputes, whose events it delivers in their
+ * place among the rental's records (rental-events.ts). The loop itself delivers them: before
+ * each record, those placed before it; when it waits, those placed up to the tail's position.
  */
-export async function deliverDisputeEvents(
-  o: { readonly disputes: RentalDisputes; readonly state: WebhookState },
-  rentalId: string,
-  rental: RentalRecord,
-  from: RentalCursor,
-  throughSeq: number,
-  deliver: (seq: number, eventId: string, event: Record<string, unknown>) => Promise<'delivered' | 'dead' | 'stopped'>,
-): Promise<RentalCursor | 'stopped'> {
-  let last = from
-  const queue = new DisputeQueue(o.disputes, rental, from, throughSeq)
-  for (let d: PlacedEvent | undefined = queue.through(throughSeq); d !== undefined; d = queue.through(throughSeq)) {
-    const { cursor, event } = d
-    if ((await deliver(cursor.seq, event.event_id, event as unknown as Record<string, unknown>)) === 'stopped') return 'stopped'
-    const at = cursor.dispute ?? { order: 0, signalSeq: 0 }
-    await o.state.setDisputeCursor(rentalId, { seq: cursor.seq, order: at.order, signal_seq: at.signalSeq })
-    last = cursor
-  }
-  return last
+
+/**
+ * Whether a loop done with the rental's records up to `seq` may move its position to
+ * after record `seq` without delivering anything first: no dispute event after `cursor`
+ * is placed before that record, and no dispute being accepted can be placed before it.
+ */
+export function mayPassNow(disputes: RentalDisputes, rental: RentalRecord, cursor: RentalCursor, seq: number): boolean {
+  if (!disputes.disputeGate.allows(seq)) return false
+  if (disputes.acceptedDisputesOf(rental.source_id).length === 0) return true
+  return !new DisputeQueue(disputes, rental, cursor, seq - 1).has(seq - 1)
+}
+
+/** The place in the rental's order of the event a stored retry state is about (a dispute event's, from its id). */
+export function placeOfPending(pending: PendingDelivery, disputes: RentalDisputes, sourceId: string): RentalCursor {
+  const position = pending.event_id === undefined ? undefined : parseEventId(pending.event_id)
+  return position === undefined ? { seq: pending.seq } : cursorOf(position, disputes, sourceId)
 }

@@ -1,9 +1,11 @@
 import { isKvError, type KvBucket, type KvBucketLimits, type KvWatcher } from '../../storage/index.js'
+import { compareCursors, type RentalCursor } from '../rental-events.js'
 
 /**
  * Webhook delivery state on the key-value port (bucket `webhooks`), so a NATS KV bucket
- * can hold it for several delivery processes: the endpoint of each rental, the event
- * being retried, the recent attempts, the dead letters and the re-sends asked for.
+ * can hold it for several delivery processes: the endpoint of each rental, how far its
+ * deliveries got (`position`), the event being retried, the recent attempts, the dead
+ * letters and the re-sends asked for.
  * Read-modify-writes go through `update` with the revision read, never a check and a
  * write in one turn of the loop.
  */
@@ -41,6 +43,15 @@ export interface DisputeCursor {
   readonly signal_seq: number
 }
 
+/** The value of `position.<rental_id>`: a log seq, and the last dispute event placed after it when one was delivered there. */
+interface StoredPosition {
+  readonly seq: number
+  readonly order?: number
+  readonly signal_seq?: number
+}
+
+const toCursor = (p: StoredPosition): RentalCursor => (p.order === undefined || p.signal_seq === undefined ? { seq: p.seq } : { seq: p.seq, dispute: { order: p.order, signalSeq: p.signal_seq } })
+
 export interface DeliveryAttempt {
   readonly webhook_id: string
   readonly event_id: string
@@ -74,9 +85,14 @@ export const WEBHOOK_STATE_LIMITS = {
   resendsPerRental: 10_000,
 } as const
 
+/** The keys delivery keeps per rental, each `<kind>.<rental_id>`. */
+const RENTAL_KEYS = ['endpoint', 'position', 'pending', 'attempts', 'dead', 'resend'] as const
+/** An earlier release's key of the last dispute event delivered, now part of `position`. */
+const LEGACY_DISPUTED = 'disputed'
+
 export function webhookBucketLimits(maxRentals: number): KvBucketLimits {
   // Six keys per rental at most; a re-send list of 10,000 seqs is about 120 KB.
-  return { maxKeys: maxRentals * 6, maxValueBytes: 512 * 1024 }
+  return { maxKeys: maxRentals * RENTAL_KEYS.length, maxValueBytes: 512 * 1024 }
 }
 
 const encode = (v: unknown) => Buffer.from(JSON.stringify(v))
@@ -121,12 +137,28 @@ export class WebhookState {
 
   /** Removes the endpoint and everything delivery kept for it. */
   async removeEndpoint(rentalId: string): Promise<void> {
-    for (const kind of ['endpoint', 'pending', 'attempts', 'dead', 'resend', 'disputed']) await this.#bucket.delete(`${kind}.${rentalId}`)
+    for (const kind of [...RENTAL_KEYS, LEGACY_DISPUTED]) await this.#bucket.delete(`${kind}.${rentalId}`)
   }
 
   /** Every endpoint now, then each change: a process keeps its workers in step with every process's writes. */
   watchEndpoints(): KvWatcher {
     return this.#bucket.watch({ key: 'endpoint.>' })
+  }
+
+  /**
+   * How far the rental's deliveries got: every event at or before this point of the
+   * rental's order is delivered or dead-lettered (log records at or below `seq`, and the
+   * dispute events placed after record `seq` up to `dispute`); null before the first write.
+   */
+  async position(rentalId: string): Promise<RentalCursor | null> {
+    const stored = (await this.#get<StoredPosition>(`position.${rentalId}`))?.value
+    return stored === undefined ? null : toCursor(stored)
+  }
+
+  /** Moves the position forward to `cursor` (never back: a write of an earlier point is a no-op). */
+  async advancePosition(rentalId: string, cursor: RentalCursor): Promise<void> {
+    const next: StoredPosition = cursor.dispute === undefined ? { seq: cursor.seq } : { seq: cursor.seq, order: cursor.dispute.order, signal_seq: cursor.dispute.signalSeq }
+    await this.#modify<StoredPosition>(`position.${rentalId}`, (current) => (current !== null && compareCursors(toCursor(current), cursor) >= 0 ? current : next))
   }
 
   async pending(rentalId: string): Promise<PendingDelivery | null> {
@@ -138,17 +170,29 @@ export class WebhookState {
     else await this.#bucket.put(`pending.${rentalId}`, encode(pending))
   }
 
-  /** The last dispute event delivered (or dead-lettered): disputes are delivered from after it. */
-  async disputeCursor(rentalId: string): Promise<DisputeCursor | null> {
-    return (await this.#get<DisputeCursor>(`disputed.${rentalId}`))?.value ?? null
+  /**
+   * The dispute cursor an earlier release kept in a key of its own (`disputed.<rental_id>`,
+   * the last dispute event delivered): read when a loop starts, folded into the position
+   * and deleted.
+   */
+  async legacyDisputeCursor(rentalId: string): Promise<RentalCursor | null> {
+    const stored = (await this.#get<DisputeCursor>(`${LEGACY_DISPUTED}.${rentalId}`))?.value
+    return stored === undefined ? null : { seq: stored.seq, dispute: { order: stored.order, signalSeq: stored.signal_seq } }
   }
 
-  async setDisputeCursor(rentalId: string, cursor: DisputeCursor): Promise<void> {
-    await this.#bucket.put(`disputed.${rentalId}`, encode(cursor))
+  async deleteLegacyDisputeCursor(rentalId: string): Promise<void> {
+    await this.#bucket.delete(`${LEGACY_DISPUTED}.${rentalId}`)
   }
 
   async addAttempt(rentalId: string, attempt: DeliveryAttempt): Promise<void> {
-    await this.#modify<DeliveryAttempt[]>(`attempts.${rentalId}`, (list) => [attempt, ...(list ?? [])].slice(0, WEBHOOK_STATE_LIMITS.attemptsPerRental))
+    await this.addAttempts(rentalId, [attempt])
+  }
+
+  /** Adds attempts made in this order (oldest first) with one write; the list keeps the newest. */
+  async addAttempts(rentalId: string, attempts: readonly DeliveryAttempt[]): Promise<void> {
+    if (attempts.length === 0) return
+    const newest = attempts.slice(-WEBHOOK_STATE_LIMITS.attemptsPerRental).reverse()
+    await this.#modify<DeliveryAttempt[]>(`attempts.${rentalId}`, (list) => [...newest, ...(list ?? [])].slice(0, WEBHOOK_STATE_LIMITS.attemptsPerRental))
   }
 
   async attempts(rentalId: string): Promise<DeliveryAttempt[]> {

@@ -5,6 +5,7 @@ import type { SignalLog } from '../../pipeline/index.js'
 import type { RentalDisputes } from '../rental-events.js'
 import type { RentalRecord } from '../../rentals/index.js'
 import type { KvBucket, KvBucketLimits } from '../../storage/index.js'
+import { LiveTail } from '../live-tail.js'
 import { deliveryKeyFile } from './delivery-key-file.js'
 import { DeliveryKeys, type PublishedDeliveryKey } from './delivery-keys.js'
 import { guardedConnector } from './guarded-connector.js'
@@ -22,6 +23,8 @@ export interface WebhooksOptions {
   readonly dataDir: string
   readonly bucket: KvBucket
   readonly log: SignalLog
+  /** The process's tail of the log (the streams'); without it the webhooks start a tail of their own. */
+  readonly tail?: LiveTail
   readonly rental: (rentalId: string) => RentalRecord | undefined
   /** The accepted disputes, delivered in their place among the records (the registry). */
   readonly disputes: RentalDisputes
@@ -49,6 +52,9 @@ export function webhookBucketLimits(maxRentals: number): KvBucketLimits {
   return { ...limits, maxKeys: limits.maxKeys + LEASE_KEYS }
 }
 
+/** Tails started by instances without one given, numbered so each has its own log consumer in the process. */
+let ownTails = 0
+
 /** Refusals the routes turn into API errors. */
 export class WebhookRequestError extends Error {
   constructor(readonly code: 'not_found' | 'limit_exceeded', message: string) {
@@ -71,8 +77,10 @@ export class Webhooks {
   readonly #leases: ShardLeases
   readonly #attempts = new Map<string, number>()
   #deadLetters = 0
+  /** The tail this instance started, closed with it. */
+  readonly #ownTail: LiveTail | undefined
 
-  private constructor(o: WebhooksOptions, keys: DeliveryKeys, holderId: string) {
+  private constructor(o: WebhooksOptions, keys: DeliveryKeys, holderId: string, tail: LiveTail, ownTail: boolean) {
     this.#o = o
     this.#state = new WebhookState(o.bucket)
     this.#keys = keys
@@ -85,8 +93,10 @@ export class Webhooks {
       bodyTimeout: timeoutMs,
     })
     const scale = o.retryFirstMs / RETRY_DELAYS_MS[0]!
+    this.#ownTail = ownTail ? tail : undefined
     this.#workers = new WebhookWorkers({
       log: o.log,
+      tail,
       state: this.#state,
       keys,
       rental: o.rental,
@@ -120,7 +130,8 @@ export class Webhooks {
 
   static async open(o: WebhooksOptions): Promise<Webhooks> {
     const keys = await DeliveryKeys.open(deliveryKeyFile(join(o.dataDir, 'delivery-keys.json')))
-    const webhooks = new Webhooks(o, keys, o.holderId ?? (await holderIdOf(join(o.dataDir, 'webhook-holder-id'))))
+    const tail = o.tail ?? (await LiveTail.start(o.log, (err) => o.onError?.(err, ''), `webhook-live-${++ownTails}`))
+    const webhooks = new Webhooks(o, keys, o.holderId ?? (await holderIdOf(join(o.dataDir, 'webhook-holder-id'))), tail, o.tail === undefined)
     await webhooks.#workers.start()
     await webhooks.#leases.start()
     return webhooks
@@ -165,7 +176,13 @@ export class Webhooks {
   }
 
   async deliveries(rentalId: string): Promise<{ attempts: DeliveryAttempt[]; dead_letters: DeadLetter[] }> {
-    return { attempts: await this.#state.attempts(rentalId), dead_letters: await this.#state.deadLetters(rentalId) }
+    // Attempts are written per run of events; this process's not yet written ones are shown too.
+    const unwritten = this.#workers.unwrittenAttempts(rentalId).reverse()
+    const stored = await this.#state.attempts(rentalId)
+    const key = (a: DeliveryAttempt) => `${a.webhook_id} ${a.attempt} ${a.attempted_at}`
+    const shown = new Set(unwritten.map(key))
+    const attempts = [...unwritten, ...stored.filter((a) => !shown.has(key(a)))].slice(0, WEBHOOK_STATE_LIMITS.attemptsPerRental)
+    return { attempts, dead_letters: await this.#state.deadLetters(rentalId) }
   }
 
   /** Sends one event again (same webhook-id); WebhookRequestError `not_found` if the rental never received it or the log no longer holds it. */
@@ -224,13 +241,14 @@ export class Webhooks {
 
   /** This process's holder id, the lease shards it holds, the rentals whose loops it runs, and the lease writes it made. */
   ownership(): { holder: string; shards: number[]; running: string[]; leaseWrites: number } {
-    return { holder: this.#leases.holderId, shards: this.#leases.held(), running: this.#workers.running(), leaseWrites: this.#leases.writes() }
+    return { holder: this.#leases.holderId, shards: this.#leases.held(), running: this.#workers.runningRentals(), leaseWrites: this.#leases.writes() }
   }
 
   async close(): Promise<void> {
     // Loops end first (an attempt under way finishes), then the leases are released for another process.
     await this.#workers.close()
     await this.#leases.close()
+    await this.#ownTail?.close()
     await this.#dispatcher.close()
   }
 }

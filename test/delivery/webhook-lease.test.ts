@@ -70,7 +70,12 @@ t.test('two processes share the shards, each rental is delivered by one of them,
   await until(delivered, 10_000, 'every event after the take-over')
   await until(() => a.webhooks.ownership().shards.length === LEASE_SHARDS, 5000, 'a to hold every shard')
 
-  for (const id of all) t.same(orderProblems(byRental(c.got, id), expected.get(id)!), [], `${id}: every event, in order, a repeat only of the one in flight`)
+  for (const id of all) {
+    const runs: number[] = []
+    t.same(orderProblems(byRental(c.got, id), expected.get(id)!, runs), [], `${id}: every event, in order, repeats only of the last run before the take-over`)
+    // The cut-off process could not write what it delivered since its last state write: the new holder sends that run again, once.
+    t.ok(runs.length <= (bIds.includes(id) ? 1 : 0), `${id}: ${runs.length} runs of repeats (${runs.join(', ')} events)`)
+  }
   for (const id of aIds) t.ok(byRental(c.got, id).every((g) => signedBy(a.whpk, g)), `${id} (a's shard): every delivery from a`)
   for (const id of bIds) {
     const signers = byRental(c.got, id).map((g) => (signedBy(b.whpk, g) ? 'b' : signedBy(a.whpk, g) ? 'a' : '?')).join('')
@@ -159,7 +164,7 @@ t.test('a webhook removed on one process stops its loop on the other within 100 
   t.equal(c.got.length, 1, 'nothing more is sent')
 })
 
-t.test('a restarted process resumes each rental where it acknowledged: nothing again after a clean stop, at most the event in flight after a crash; it takes its own shards back at once', async (t) => {
+t.test('a restarted process resumes each rental where it acknowledged: nothing again after a clean stop, at most the last run of events after a crash; it takes its own shards back at once', async (t) => {
   const rentals = new Map<string, RentalRecord>()
   const c = await cluster(t, rentals)
   const ids = ['rnt_resume1', 'rnt_resume2', 'rnt_resume3']
@@ -198,9 +203,11 @@ t.test('a restarted process resumes each rental where it acknowledged: nothing a
   pushing = false
   await pusher
   await until(delivered, 5000, 'every event after the crash')
-  for (const id of ids) t.same(orderProblems(byRental(c.got, id), expected.get(id)!), [], `${id}: in order, at most the event in flight again`)
-  const repeats = c.got.length - ids.reduce((n, id) => n + expected.get(id)!.length, 0)
-  t.ok(repeats <= ids.length, `${repeats} repeats: at most one per rental`)
+  for (const id of ids) {
+    const runs: number[] = []
+    t.same(orderProblems(byRental(c.got, id), expected.get(id)!, runs), [], `${id}: in order, at most the last run before the crash again`)
+    t.ok(runs.length <= 1, `${id}: ${runs.length} runs of repeats (${runs.join(', ')} events), at most one for the one crash`)
+  }
 })
 
 t.test('a clean stop releases the shards after the loops end: the other process takes them at once and nothing is sent twice', async (t) => {

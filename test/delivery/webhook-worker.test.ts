@@ -12,6 +12,7 @@ import { guardedConnector } from '../../delivery/webhooks/guarded-connector.js'
 import { WebhookState, type WebhookEndpoint } from '../../delivery/webhooks/webhook-state.js'
 import { systemLookup } from '../../delivery/webhooks/webhook-url.js'
 import { WebhookWorkers, type WebhookWorkerOptions } from '../../delivery/webhooks/webhook-worker.js'
+import { LiveTail } from '../../delivery/live-tail.js'
 import { openJournal, type Journal, type SignalRecord } from '../../pipeline/index.js'
 import { noDisputes } from '../helpers/no-disputes.js'
 import type { RentalRecord } from '../../rentals/index.js'
@@ -77,15 +78,17 @@ async function setup(t: Test, more: Partial<WebhookWorkerOptions> = {}) {
   const dispatcher = new Agent({ connect: guardedConnector({ allowPrivate: true, lookup: systemLookup, timeoutMs: 2000 }) })
   const results: string[] = []
   const errors: unknown[] = []
+  const tail = await LiveTail.start(journal, (e) => errors.push(e))
   const workers = () =>
     new WebhookWorkers({
-      log: journal, state, keys, rental: (id) => (id === RENTAL.rental_id ? RENTAL : undefined), disputes: NO_DISPUTES, dispatcher,
+      log: journal, tail, state, keys, rental: (id) => (id === RENTAL.rental_id ? RENTAL : undefined), disputes: NO_DISPUTES, dispatcher,
       timeoutMs: 400, retryDelaysMs: [50, 100, 150], retryWindowMs: 60_000, disableAfterMs: 60_000,
       onAttempt: (r) => results.push(r), onError: (e) => errors.push(e), ...more,
     })
   let running = workers()
   t.teardown(async () => {
     await running.close()
+    await tail.close()
     await dispatcher.close()
     await bucket.close()
     await journal.close()

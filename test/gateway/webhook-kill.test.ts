@@ -4,13 +4,15 @@ import t from 'tap'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
+import { RUN_MAX_EVENTS } from '../../delivery/webhooks/webhook-loop.js'
 
 /**
  * Webhooks across kill -9: a real gateway with a rental's webhook pointing at a real
  * local receiver, signals pushed without pause, the gateway killed with SIGKILL at random
  * moments and restarted on the same DATA_DIR. Every signal that got a 202 must reach the
- * receiver at least once, first arrivals in event-id order, and every repeat must carry
- * the webhook-id and body of the first.
+ * receiver at least once, first arrivals in event-id order, every repeat must carry
+ * the webhook-id and body of the first, and a kill re-sends at most the last run of events
+ * delivered before it (the position is written per run).
  */
 
 const KILLS = 3
@@ -100,8 +102,32 @@ t.test('webhooks across kill -9: every 202ed signal arrives at least once, in ev
   const order = [...firstOf.keys()]
   t.same(order, [...order].sort((a, b) => a - b), 'first arrivals in event-id order')
   t.ok(got.every((d) => d.id === `msg_${rental.rental_id}_${d.eventId}`), 'webhook-ids derive from the rental and the event id')
-  // The loop acknowledges each event once delivered, so a kill can leave at most the event in flight unacknowledged.
-  t.ok(got.length - firstOf.size <= KILLS, `at most one repeat per kill (the event in flight): ${got.length - firstOf.size}`)
+  // The position is written per run of events (at most RUN_MAX_EVENTS, about a second), so a
+  // kill re-sends at most the run it cut: the last events delivered before it, in the same
+  // order, before any new one. Each repeat run must be exactly such a suffix, one per kill at most.
+  const runs: number[][] = []
+  const firsts: number[] = []
+  const seenIds = new Set<number>()
+  const runProblems: string[] = []
+  const checkRun = (run: number[]) => {
+    const suffix = firsts.slice(Math.max(0, firsts.length - run.length))
+    if (run.length > RUN_MAX_EVENTS || JSON.stringify(suffix) !== JSON.stringify(run)) runProblems.push(`repeats ${run.join(',')} are not the last ${run.length} events delivered before them (at most ${RUN_MAX_EVENTS})`)
+  }
+  let current: number[] | undefined
+  for (const d of got) {
+    if (seenIds.has(d.eventId)) {
+      if (current === undefined) runs.push((current = []))
+      current.push(d.eventId)
+      continue
+    }
+    if (current !== undefined) checkRun(current)
+    current = undefined
+    seenIds.add(d.eventId)
+    firsts.push(d.eventId)
+  }
+  if (current !== undefined) checkRun(current)
+  t.same(runProblems, [], `each kill re-sends at most its last run, before any new event: ${runs.map((r) => r.length).join(', ') || 'no'} repeats`)
+  t.ok(runs.length <= KILLS, `at most one run of repeats per kill: ${runs.length}`)
   t.comment(`${got.length} deliveries of ${firstOf.size} events; ${got.length - firstOf.size} repeats over ${KILLS} kills`)
 
   const deliveries = (await call(gw!.url, 'GET', `${path}/deliveries`, { token: renter })).body.data as { attempts: { webhook_id: string; event_id: string; result: string }[]; dead_letters: unknown[] }

@@ -1,0 +1,80 @@
+import type { RentalCursor } from '../rental-events.js'
+import type { LoopContext } from './loop-context.js'
+import type { LoopWrites } from './loop-writes.js'
+import { retryDelayMs } from './retry-schedule.js'
+import { eventIdOf, webhookIdOf } from './webhook-event.js'
+import type { PendingDelivery } from './webhook-state.js'
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve()
+    const timer = setTimeout(done, ms)
+    function done() {
+      clearTimeout(timer)
+      signal.removeEventListener('abort', done)
+      resolve()
+    }
+    signal.addEventListener('abort', done, { once: true })
+  })
+
+/** What delivering one event uses of its loop. */
+export interface DeliveringLoop {
+  readonly c: LoopContext
+  readonly w: LoopWrites
+  readonly rentalId: string
+  readonly stop: AbortSignal
+  /** Writes the loop's run so far (loop-writes.ts). */
+  flush(): Promise<void>
+}
+
+/**
+ * Tries one event of a rental, placed at `at` in its order, until it is delivered,
+ * dead-lettered, or the loop stops: its endpoint was disabled or removed, the process
+ * stops, or the rental's shard is no longer this process's (checked before each attempt).
+ * A success is written with the loop's run; a failure writes the run so far, the attempt
+ * and the retry state (same webhook-id, same window) before the wait.
+ */
+export async function deliverEvent(loop: DeliveringLoop, at: RentalCursor, eventId: string, event: Record<string, unknown>): Promise<'delivered' | 'dead' | 'stopped'> {
+  const { c, w, rentalId, stop } = loop
+  let pending: PendingDelivery = w.pendingOf(at, eventId) ?? { seq: at.seq, ...(eventId !== eventIdOf(at.seq) && { event_id: eventId }), first_attempt_at: c.now(), attempts: 0, next_at: 0 }
+  const webhookId = webhookIdOf(rentalId, eventId)
+  const body = JSON.stringify(event)
+  for (;;) {
+    const wait = pending.next_at - c.now()
+    if (wait > 0) await sleep(wait, stop)
+    const endpoint = c.endpoint(rentalId)
+    if (stop.aborted || endpoint?.state !== 'enabled' || !c.owns(rentalId)) return 'stopped'
+    const now = c.now()
+    const outcome = await c.send(endpoint.url, webhookId, body, now)
+    c.onAttempt(outcome.result)
+    const attempts = pending.attempts + 1
+    const base = { webhook_id: webhookId, event_id: eventId, attempt: attempts, attempted_at: new Date(now).toISOString(), result: outcome.result, status: outcome.status, error: outcome.error, duration_ms: outcome.durationMs }
+    if (outcome.result === 'delivered') {
+      w.attempt({ ...base, next_attempt_at: null })
+      w.succeeded(now)
+      return 'delivered'
+    }
+    const failingSince = endpoint.failing_since === null ? now : Date.parse(endpoint.failing_since)
+    const disable = outcome.result === 'gone' ? 'gone' : now - failingSince >= c.disableAfterMs ? 'failing' : null
+    if (disable !== null) {
+      w.attempt({ ...base, next_attempt_at: null })
+      await w.setPending({ ...pending, attempts }, at)
+      await loop.flush()
+      await c.markEndpoint(rentalId, (e) => ({ ...e, state: 'disabled', disabled_reason: disable, disabled_at: base.attempted_at, failing_since: e.failing_since ?? base.attempted_at }))
+      return 'stopped'
+    }
+    if (endpoint.failing_since === null) await c.markEndpoint(rentalId, (e) => ({ ...e, failing_since: e.failing_since ?? base.attempted_at }))
+    if (now - pending.first_attempt_at >= c.retryWindowMs) {
+      w.attempt({ ...base, next_attempt_at: null })
+      await c.state.addDeadLetter(rentalId, { webhook_id: webhookId, event_id: eventId, seq: at.seq, dead_at: base.attempted_at, attempts, last_error: outcome.error })
+      c.onDeadLetter()
+      return 'dead'
+    }
+    const nextAt = now + retryDelayMs(attempts, c.retryDelaysMs, outcome.retryAfterMs)
+    w.attempt({ ...base, next_attempt_at: new Date(nextAt).toISOString() })
+    pending = { ...pending, attempts, next_at: nextAt }
+    // Before the wait: the run so far, this attempt and the retry state, so a restart resumes the retries.
+    await w.setPending(pending, at)
+    await loop.flush()
+  }
+}
