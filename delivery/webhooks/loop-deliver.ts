@@ -70,7 +70,8 @@ export async function deliverEvent(loop: DeliveringLoop, at: RentalCursor, event
       c.onDeadLetter()
       return 'dead'
     }
-    const nextAt = now + retryDelayMs(attempts, c.retryDelaysMs, outcome.retryAfterMs)
+    // Counted from the failed attempt's end: a 10 s timeout must not eat the first 5 s delay.
+    const nextAt = c.now() + retryDelayMs(attempts, c.retryDelaysMs, outcome.retryAfterMs)
     w.attempt({ ...base, next_attempt_at: new Date(nextAt).toISOString() })
     pending = { ...pending, attempts, next_at: nextAt }
     // Before the wait: the run so far, this attempt and the retry state, so a restart resumes the retries.

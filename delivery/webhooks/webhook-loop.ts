@@ -243,8 +243,10 @@ export class RentalLoop implements TailListener {
         // Past a dispute being accepted, a record waits until it is recorded, and its events go first.
         if (!this.#c.disputes.disputeGate.allows(record.seq)) await this.#c.disputes.disputeGate.until(record.seq)
         if ((await this.#disputesThrough(record.seq - 1, rental)) === 'stopped') return
-        // Records of journals written before sources were tagged ('') are decoded to tell.
-        const event = record.sourceId === '' || record.sourceId === rental.source_id ? webhookEventOf(record, rental) : undefined
+        // Records of journals written before sources were tagged ('') are decoded to tell. The
+        // rental as it is now: a batch can outlast its end (attempts and their retries take time).
+        const current = this.#c.rental(this.rentalId) ?? rental
+        const event = record.sourceId === '' || record.sourceId === current.source_id ? webhookEventOf(record, current) : undefined
         if (event !== undefined && (await this.#send({ seq: record.seq }, eventIdOf(record.seq), event)) === 'stopped') return
         this.#cursor = { seq: record.seq }
         if (event !== undefined) await this.#eventDone()

@@ -199,6 +199,8 @@ export class Webhooks {
 
   /** Sends again every event of the rental received at or after `since` (ms), up to the log's end now; returns how many. */
   async resendSince(rental: RentalRecord, since: number): Promise<number> {
+    // Queued without an endpoint, they would go to whichever webhook is set next: one set later starts at the signals accepted from then on.
+    if ((await this.#state.endpoint(rental.rental_id)) === null) throw new WebhookRequestError('not_found', 'this rental has no webhook set')
     const { lastSeq } = await this.#o.log.info()
     const seqs: number[] = []
     for (let batch = await this.#o.log.read({ fromTime: since }, 4096); batch.length > 0; ) {

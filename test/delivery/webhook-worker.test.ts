@@ -182,6 +182,23 @@ t.test('410 Gone disables the webhook; a redirect is a failure, not followed', a
   t.same(s.errors, [], 'no worker errors')
 })
 
+t.test('a retry waits its delay from the end of the failed attempt, not its start', async (t) => {
+  // The first attempt times out (400 ms here, 10 s in service); the first delay (300 ms) must follow it.
+  const arrivals: number[] = []
+  const rx = await receiver(t, (_req, res, _b, n) => {
+    arrivals.push(Date.now())
+    if (n > 1) res.writeHead(200).end()
+  })
+  const s = await setup(t, { retryDelaysMs: [300, 300, 300] })
+  await s.register(rx.url)
+  await s.journal.append('r1', signal(1), { sourceId: 'src_a' })
+  await until(() => s.results.includes('delivered'))
+  t.same(s.results, ['timeout', 'delivered'])
+  const gap = arrivals[1]! - arrivals[0]!
+  // The delay is jittered by ±20 %: at least 240 ms after the 400 ms timeout.
+  t.ok(gap >= 400 + 240 - 20, `second attempt ${gap} ms after the first began: the timeout, then the delay`)
+})
+
 t.test('an event failing past the retry window is dead-lettered and the next one is delivered', async (t) => {
   const rx = await receiver(t, (_req, res, body) => res.writeHead(body.includes('sig_00000001') ? 500 : 200).end())
   const s = await setup(t, { retryWindowMs: 120 })

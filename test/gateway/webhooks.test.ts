@@ -115,5 +115,31 @@ t.test('webhooks through the gateway', async (t) => {
 
     t.equal((await call(open.url, 'DELETE', path, { token: alice.token })).status, 200)
     t.equal((await call(open.url, 'GET', path, { token: alice.token })).status, 404)
+    const orphan = await call(open.url, 'POST', `${path}/resend`, { token: alice.token, body: { since: new Date(Date.now() - 60_000).toISOString() } })
+    t.equal(orphan.status, 404, 're-send since a time needs a webhook set: nothing is queued for a later one')
+    t.equal(orphan.body.error.code, 'not_found')
+    const again = await call(open.url, 'PUT', path, { token: alice.token, body: { url: hook } })
+    t.equal(again.status, 200)
+    const before = got.length
+    await new Promise((r) => setTimeout(r, 1000))
+    t.equal(got.length, before, 'a webhook set again starts at the signals accepted from then on')
+    t.equal((await call(open.url, 'DELETE', path, { token: alice.token })).status, 200)
+  })
+
+  t.test('an ended rental: its webhook delivers what was accepted while it was active and nothing after', async (t) => {
+    const src = await provision(open)
+    const carol = await renter(open, 'renter:carol')
+    const rental = (await call(open.url, 'POST', '/v1/admin/rentals', { token: open.adminToken, body: { renter_id: carol.subject, source_id: src.sourceId } })).body.data
+    const path = `/v1/rentals/${rental.rental_id}/webhook`
+    t.equal((await call(open.url, 'PUT', path, { token: carol.token, body: { url: hook } })).status, 200)
+    const mine = () => got.filter((g) => g.body.includes(rental.rental_id) && JSON.parse(g.body).event === 'byo.signal.accepted')
+    for (let i = 0; i < 2; i++) t.equal((await push(open, src.sign(payload(src.sourceId)))).status, 202)
+    await until(() => mine().length >= 2)
+    const ended = await call(open.url, 'POST', `/v1/admin/rentals/${rental.rental_id}/end`, { token: open.adminToken })
+    t.equal(ended.status, 200)
+    t.equal(ended.body.data.state, 'ended')
+    for (let i = 0; i < 3; i++) t.equal((await push(open, src.sign(payload(src.sourceId)))).status, 202)
+    await new Promise((r) => setTimeout(r, 1500))
+    t.equal(mine().length, 2, 'nothing accepted after the end is delivered')
   })
 })
