@@ -29,6 +29,11 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
   const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
   // Renters' webhooks: endpoints, positions, retry state, attempts and dead letters on the key-value port.
   const webhooksBucket = await steps.time('webhooks', () => core.openBucket('webhooks', webhookBucketLimits(config.RENTALS_MAX)))
+  const webhookLatency = new MillisecondsHistogram(
+    'sgw_webhook_delivery_latency_seconds',
+    "From the log storing a signal to the receiver's 2xx of its first delivery, retries included (re-sends and dispute events not counted).",
+    DELIVERY_LATENCY_BOUNDS_MS,
+  )
   const webhooks = await Webhooks.open({
     dataDir: core.dataDir,
     bucket: webhooksBucket,
@@ -43,6 +48,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
     maxConnections: config.WEBHOOK_CONCURRENCY,
     keyOverlapMs: config.DELIVERY_KEY_OVERLAP_S * 1000,
     leaseMs: config.WEBHOOK_LEASE_MS,
+    latency: webhookLatency,
     // An empty rental id is a failure of the whole process's webhooks (the endpoints' watch, the shard leases), not of one rental's loop.
     onError: (err, rentalId) =>
       rentalId === ''
@@ -61,7 +67,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
   return {
     routes: {
       webhooks,
-      latency: [streamLatency],
+      latency: [streamLatency, webhookLatency],
       streams: {
         hub,
         rentals,

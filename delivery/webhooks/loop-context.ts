@@ -29,4 +29,6 @@ export interface LoopContext {
   readonly catchUp: CatchUpReads
   onAttempt(result: string): void
   onDeadLetter(): void
+  /** A signal's first delivery: milliseconds from the log storing it to the receiver's 2xx. */
+  onDelivered(latencyMs: number): void
 }

@@ -34,7 +34,14 @@ export interface DeliveringLoop {
  * A success is written with the loop's run; a failure writes the run so far, the attempt
  * and the retry state (same webhook-id, same window) before the wait.
  */
-export async function deliverEvent(loop: DeliveringLoop, at: RentalCursor, eventId: string, event: Record<string, unknown>): Promise<'delivered' | 'dead' | 'stopped'> {
+export async function deliverEvent(
+  loop: DeliveringLoop,
+  at: RentalCursor,
+  eventId: string,
+  event: Record<string, unknown>,
+  /** When the log stored the signal, for the delivery latency; undefined for re-sends and dispute events. */
+  storedAtMs?: number,
+): Promise<'delivered' | 'dead' | 'stopped'> {
   const { c, w, rentalId, stop } = loop
   let pending: PendingDelivery = w.pendingOf(at, eventId) ?? { seq: at.seq, ...(eventId !== eventIdOf(at.seq) && { event_id: eventId }), first_attempt_at: c.now(), attempts: 0, next_at: 0 }
   const webhookId = webhookIdOf(rentalId, eventId)
@@ -52,6 +59,7 @@ export async function deliverEvent(loop: DeliveringLoop, at: RentalCursor, event
     if (outcome.result === 'delivered') {
       w.attempt({ ...base, next_attempt_at: null })
       w.succeeded(now)
+      if (storedAtMs !== undefined) c.onDelivered(c.now() - storedAtMs)
       return 'delivered'
     }
     const failingSince = endpoint.failing_since === null ? now : Date.parse(endpoint.failing_since)

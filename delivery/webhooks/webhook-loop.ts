@@ -247,7 +247,7 @@ export class RentalLoop implements TailListener {
         // rental as it is now: a batch can outlast its end (attempts and their retries take time).
         const current = this.#c.rental(this.rentalId) ?? rental
         const event = record.sourceId === '' || record.sourceId === current.source_id ? webhookEventOf(record, current) : undefined
-        if (event !== undefined && (await this.#send({ seq: record.seq }, eventIdOf(record.seq), event)) === 'stopped') return
+        if (event !== undefined && (await this.#send({ seq: record.seq }, eventIdOf(record.seq), event, record.time)) === 'stopped') return
         this.#cursor = { seq: record.seq }
         if (event !== undefined) await this.#eventDone()
         if (this.#stop.aborted) return
@@ -297,8 +297,8 @@ export class RentalLoop implements TailListener {
   }
 
   /** Tries one event (placed at `at`) until it is delivered, dead-lettered, or the loop stops (also when its shard was lost). */
-  #send(at: RentalCursor, eventId: string, event: Record<string, unknown>): Promise<'delivered' | 'dead' | 'stopped'> {
-    return deliverEvent({ c: this.#c, w: this.#w, rentalId: this.rentalId, stop: this.#stop, flush: () => this.#flush() }, at, eventId, event)
+  #send(at: RentalCursor, eventId: string, event: Record<string, unknown>, storedAtMs?: number): Promise<'delivered' | 'dead' | 'stopped'> {
+    return deliverEvent({ c: this.#c, w: this.#w, rentalId: this.rentalId, stop: this.#stop, flush: () => this.#flush() }, at, eventId, event, storedAtMs)
   }
 
   async #resend(): Promise<'stopped' | undefined> {

@@ -37,6 +37,7 @@ export interface WebhookWorkerOptions {
   readonly maxConcurrent?: number
   readonly onAttempt?: (result: string) => void
   readonly onDeadLetter?: () => void
+  readonly onDelivered?: (latencyMs: number) => void
   readonly onError?: (err: unknown, rentalId: string) => void
   /** Whether this process runs the rental's loop now (it holds the rental's lease shard); every rental when omitted. */
   readonly owns?: (rentalId: string) => boolean
@@ -132,6 +133,7 @@ export class WebhookWorkers {
       catchUp: this.#catchUp,
       onAttempt: (result) => o.onAttempt?.(result),
       onDeadLetter: () => o.onDeadLetter?.(),
+      onDelivered: (latencyMs) => o.onDelivered?.(latencyMs),
     }
   }
 

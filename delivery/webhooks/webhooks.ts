@@ -6,6 +6,7 @@ import type { RentalDisputes } from '../rental-events.js'
 import type { RentalRecord } from '../../rentals/index.js'
 import type { KvBucket, KvBucketLimits } from '../../storage/index.js'
 import { LiveTail } from '../live-tail.js'
+import type { LatencyObserver } from '../stream-session.js'
 import { deliveryKeyFile } from './delivery-key-file.js'
 import { DeliveryKeys, type PublishedDeliveryKey } from './delivery-keys.js'
 import { guardedConnector } from './guarded-connector.js'
@@ -43,6 +44,8 @@ export interface WebhooksOptions {
   readonly timeoutMs?: number
   readonly onAttempt?: (result: string) => void
   readonly onDeadLetter?: () => void
+  /** Told each signal's first delivery: the milliseconds from the log storing it to the receiver's 2xx (a histogram of /metrics). */
+  readonly latency?: LatencyObserver
   readonly onError?: (err: unknown, rentalId: string) => void
 }
 
@@ -115,6 +118,7 @@ export class Webhooks {
         this.#deadLetters++
         o.onDeadLetter?.()
       },
+      ...(o.latency && { onDelivered: (ms: number) => o.latency!.observeMs(ms) }),
       ...(o.onError && { onError: o.onError }),
       owns: (rentalId) => this.#leases.owns(rentalId),
     })

@@ -108,6 +108,9 @@ t.test('webhooks through the gateway', async (t) => {
     t.equal((await call(open.url, 'POST', `${path}/deliveries/999999/resend`, { token: alice.token })).status, 404)
     const since = await call(open.url, 'POST', `${path}/resend`, { token: alice.token, body: { since: new Date(Date.now() - 60_000).toISOString() } })
     t.same(since.body.data, { queued: 3 })
+    await until(() => got.filter((g) => JSON.parse(g.body).event === 'byo.signal.accepted').length >= 3 + 1 + 3)
+    const page = await (await fetch(`${open.url}/metrics`, { headers: { authorization: `Bearer ${open.adminToken}` } })).text()
+    t.match(page, /^sgw_webhook_delivery_latency_seconds_count 3$/m, 'each signal\'s first delivery counted once; re-sends and the test request not')
 
     const rotated = await call(open.url, 'POST', '/v1/admin/delivery-keys/rotate', { token: open.adminToken })
     t.same(rotated.body.data.map((k: { state: string }) => k.state), ['retiring', 'active'])
