@@ -1,4 +1,4 @@
-import { compareCursors, cursorEventId, cursorOf, deliverableEnd, endedEventId, rentalEndedEvent, scanRentalEvents, signalEventId } from '../../delivery/index.js'
+import { compareCursors, cursorEventId, cursorOf, deliverableEnd, lastEventSeq, parseEventId, rentalEndedEvent, scanRentalEvents, signalEventId } from '../../delivery/index.js'
 import type { SignalLog } from '../../pipeline/index.js'
 import { isFinal, type Rentals } from '../../rentals/index.js'
 import { ApiError, type DeliveryEvent } from '../../schemas/index.js'
@@ -48,9 +48,12 @@ export function registerPollRoute(parts: JsonRoutesParts, o: PollRouteOptions): 
     const current = o.rentals.get(rentalId)
     const caughtUp = scan.complete && scan.events.length < limit
     if (caughtUp && current !== undefined && isFinal(current) && now() >= Date.parse(current.ended_at ?? '') + o.endSettleMs) {
-      const ended = rentalEndedEvent(current, Math.max(scan.scannedTo, after?.seq ?? 0))
+      // The rental's last event met on this page saves reading back for it.
+      const lastMet = [...scan.events].reverse().find((e) => e.event === 'byo.signal.accepted' || e.event === 'byo.signal.disputed')
+      const known = lastMet === undefined ? undefined : parseEventId(lastMet.event_id)?.seq
+      const ended = rentalEndedEvent(current, await lastEventSeq(o.log, current, parts.registry, Math.max(scan.scannedTo, after?.seq ?? 0), known))
       data.push(ended)
-      return { status: 200, data, nextCursor: endedEventId(Math.max(scan.scannedTo, after?.seq ?? 0)) }
+      return { status: 200, data, nextCursor: ended.event_id }
     }
     // The cursor names the scan's last point (a record looked at, or a dispute event sent), so the next page resumes exactly there.
     const moved = compareCursors(scan.cursor, start ?? { seq: 0 }) > 0
