@@ -60,6 +60,9 @@ function ownRental(rentals: Rentals, principal: Principal, rentalId: string): Re
   return rental
 }
 
+/** Ticks of the heartbeat clock per heartbeat interval: a stream's ping comes 100 to 110 % of the interval after its last frame. */
+const HEARTBEAT_STEPS = 10
+
 /** Query parameters of the event stream. */
 const STREAM_QUERY = ['ticket', 'last_event_id'] as const
 
@@ -79,9 +82,11 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
   const now = o.now ?? Date.now
   const sinks = new Set<SseSink>()
   const flushes = new FlushScheduler((err) => parts.logger.error({ err }, 'event stream flush failed'))
+  // Each stream's heartbeat counts from its own last frame (its opening included): one clock
+  // ticking a tenth of the interval serves them all, rather than a timer per stream.
   const heartbeat = setInterval(() => {
-    for (const s of sinks) s.ping()
-  }, o.heartbeatMs)
+    for (const s of sinks) s.tick(HEARTBEAT_STEPS)
+  }, o.heartbeatMs / HEARTBEAT_STEPS)
   heartbeat.unref()
   // A revoked token stops working at once: the streams it opened, itself or by a ticket, end.
   const byToken = new OwnerSets<SseSink>()
