@@ -4,6 +4,7 @@ import type { DeliveryEvent, StreamGapEvent } from '../schemas/index.js'
 import { signalEventId } from './event-id.js'
 import type { LiveTail } from './live-tail.js'
 import { scanRentalEvents } from './log-scan.js'
+import { lastEventSeq } from './rental-end.js'
 import { compareCursors, DisputeQueue, type RentalCursor, type RentalDisputes } from './rental-events.js'
 import { sharedRentalEvent } from './shared-events.js'
 import { rentalEndedEvent } from './signal-event.js'
@@ -149,8 +150,18 @@ export class StreamSession {
     } else {
       this.#flushDisputes()
       const rental = this.#rental()
-      if (rental !== undefined && isFinal(rental)) this.#send(rentalEndedEvent(rental, Math.max(this.#cursor.seq, this.tail.position)))
-      this.#close()
+      if (rental === undefined || !isFinal(rental)) return this.#close()
+      // Nothing more is taken; the end's id names the rental's last event, the same on every channel.
+      this.stop()
+      const through = Math.max(this.#cursor.seq, this.tail.position)
+      void lastEventSeq(this.log, rental, this.disputes, through).then(
+        (seq) => {
+          this.#send(rentalEndedEvent(rental, seq))
+          this.#close()
+        },
+        // The log could not be read: the stream closes without its end; the client resumes and gets it then.
+        () => this.#close(),
+      )
     }
   }
 

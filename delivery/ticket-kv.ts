@@ -2,7 +2,7 @@ import { isKvError, type KvBucket, type KvBucketLimits, type KvEntry, type KvWat
 import { TicketStoreFullError, type TicketGrant, type TicketStore } from './ticket-store.js'
 
 const PREFIX = 'ticket.'
-/** A stored ticket: `{"rental_id","renter_id","expires_at"}`, well under this. */
+/** A stored ticket: `{"rental_id","renter_id","token_id","expires_at"}`, well under this. */
 const MAX_VALUE_BYTES = 512
 /** How often expired tickets that were never used are deleted, at most. */
 const SWEEP_MAX_MS = 60_000
@@ -67,7 +67,7 @@ export class KvTicketStore implements TicketStore {
   }
 
   async put(hash: string, grant: TicketGrant, expiresAt: number): Promise<void> {
-    const value = new TextEncoder().encode(JSON.stringify({ rental_id: grant.rental_id, renter_id: grant.renter_id, expires_at: expiresAt }))
+    const value = new TextEncoder().encode(JSON.stringify({ rental_id: grant.rental_id, renter_id: grant.renter_id, ...(grant.token_id !== undefined && { token_id: grant.token_id }), expires_at: expiresAt }))
     try {
       await this.#bucket.create(PREFIX + hash, value)
     } catch (err) {
@@ -81,6 +81,12 @@ export class KvTicketStore implements TicketStore {
         throw again
       }
     }
+  }
+
+  async peek(hash: string, now: number): Promise<TicketGrant | undefined> {
+    const entry = await this.#bucket.get(PREFIX + hash)
+    const held = entry === null ? undefined : decode(entry)
+    return held !== undefined && held.expiresAt > now ? held.grant : undefined
   }
 
   async take(hash: string, now: number): Promise<TicketGrant | undefined> {
@@ -150,7 +156,9 @@ function decode(entry: KvEntry): { grant: TicketGrant; expiresAt: number } | und
   try {
     const v = JSON.parse(new TextDecoder().decode(entry.value)) as Record<string, unknown>
     if (typeof v['rental_id'] !== 'string' || typeof v['renter_id'] !== 'string' || !Number.isSafeInteger(v['expires_at'])) return undefined
-    return { grant: { rental_id: v['rental_id'], renter_id: v['renter_id'] }, expiresAt: v['expires_at'] as number }
+    if (v['token_id'] !== undefined && typeof v['token_id'] !== 'string') return undefined
+    const grant: TicketGrant = { rental_id: v['rental_id'], renter_id: v['renter_id'], ...(typeof v['token_id'] === 'string' && { token_id: v['token_id'] }) }
+    return { grant, expiresAt: v['expires_at'] as number }
   } catch {
     return undefined
   }

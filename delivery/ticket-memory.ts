@@ -25,6 +25,11 @@ export class MemoryTicketStore implements TicketStore {
     this.#tickets.set(hash, { grant, expiresAt })
   }
 
+  async peek(hash: string, now: number): Promise<TicketGrant | undefined> {
+    const held = this.#tickets.get(hash)
+    return held !== undefined && held.expiresAt > now ? held.grant : undefined
+  }
+
   async take(hash: string, now: number): Promise<TicketGrant | undefined> {
     const held = this.#tickets.get(hash)
     if (held === undefined) return undefined

@@ -2,6 +2,11 @@
 export interface TicketGrant {
   readonly rental_id: string
   readonly renter_id: string
+  /**
+   * The renter token the ticket was issued to: once that token is revoked the ticket opens
+   * nothing. Absent only in tickets stored before it was recorded, which open nothing either.
+   */
+  readonly token_id?: string
 }
 
 /**
@@ -15,6 +20,11 @@ export interface TicketGrant {
 export interface TicketStore {
   /** Stores a grant under `hash` until `expiresAt` (ms). */
   put(hash: string, grant: TicketGrant, expiresAt: number): Promise<void>
+  /**
+   * The grant under `hash` without taking it (undefined when unknown or expired), so that a
+   * request is checked in full before its ticket is spent.
+   */
+  peek(hash: string, now: number): Promise<TicketGrant | undefined>
   /** Takes the grant under `hash` out, once: a second take, or one after expiry, gets undefined. */
   take(hash: string, now: number): Promise<TicketGrant | undefined>
   /** Stops its background work (a KV adapter's watch and sweep); the tickets stay in the store. */

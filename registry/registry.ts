@@ -35,6 +35,7 @@ export class Registry {
   readonly #retiredKeys: RetiredKeys
   readonly #disputes: Disputes
   readonly #disputeWatchers = new Set<(changed: readonly DisputeRecord[]) => void>()
+  readonly #revocationWatchers = new Set<(tokenIds: readonly string[]) => void>()
   /** Acceptances under way in this process, which hold the delivery channels back (dispute-gate.ts). */
   readonly disputeGate = new DisputeGate()
   /** Keys whose promotion is made in memory but not yet recorded. */
@@ -48,6 +49,14 @@ export class Registry {
       if (change.disputes !== undefined && change.disputes.length > 0) {
         for (const d of change.disputes) this.#disputes.fileForDelivery(d)
         for (const watcher of this.#disputeWatchers) watcher(change.disputes)
+      }
+      const revoked = change.tokens.filter((t) => t.revoked_at !== null).map((t) => t.token_id)
+      for (const watcher of revoked.length > 0 ? this.#revocationWatchers : []) {
+        try {
+          watcher(revoked)
+        } catch {
+          // The change is recorded: a watcher's failure (it logs its own) must not undo it.
+        }
       }
     })
     this.#tokens = new TokenTable(this.#changes, adminToken, snapshot?.tokens)
@@ -451,6 +460,21 @@ export class Registry {
    * Calls `listener` with the disputes of each recorded change that opened or resolved
    * some (the receipts follow them); returns how to stop. A listener must not throw.
    */
+  /**
+   * Told the ids of tokens revoked by each recorded change, so that what a token opened
+   * (event streams) is closed at once; returns how to stop. On the key-value port this is
+   * the registry's change watch, in every process.
+   */
+  watchRevocations(listener: (tokenIds: readonly string[]) => void): () => void {
+    this.#revocationWatchers.add(listener)
+    return () => void this.#revocationWatchers.delete(listener)
+  }
+
+  /** Whether the token of this id authenticates still (false once revoked, or unknown). */
+  tokenLive(tokenId: string): boolean {
+    return this.#tokens.get(tokenId)?.revoked_at === null
+  }
+
   watchDisputes(listener: (changed: readonly DisputeRecord[]) => void): () => void {
     this.#disputeWatchers.add(listener)
     return () => void this.#disputeWatchers.delete(listener)

@@ -1,3 +1,4 @@
+import { STATUS_CODES } from 'node:http'
 import type { ApiError } from '../../schemas/index.js'
 import type { HttpResponse } from './uws.js'
 
@@ -7,22 +8,12 @@ import type { HttpResponse } from './uws.js'
  */
 export const INGEST_CHALLENGE = 'Svc-Ed25519 realm="signals", headers="X-Svc-Source-Id X-Svc-Key-Id X-Svc-Timestamp X-Svc-Nonce X-Svc-Signature"'
 
-const STATUS_LINE: Record<number, string> = {
-  200: '200 OK',
-  201: '201 Created',
-  202: '202 Accepted',
-  400: '400 Bad Request',
-  401: '401 Unauthorized',
-  403: '403 Forbidden',
-  404: '404 Not Found',
-  405: '405 Method Not Allowed',
-  409: '409 Conflict',
-  413: '413 Payload Too Large',
-  421: '421 Misdirected Request',
-  429: '429 Too Many Requests',
-  500: '500 Internal Server Error',
-  503: '503 Service Unavailable',
-}
+/**
+ * The status line of each status the service sends, with its reason phrase (RFC 9110's,
+ * as Node lists them): a client or proxy that logs the line sees `204 No Content`.
+ */
+const STATUS_LINES = new Map<number, string>(Object.entries(STATUS_CODES).map(([code, reason]) => [Number(code), `${code} ${reason ?? ''}`]))
+const statusLine = (status: number): string => STATUS_LINES.get(status) ?? `${status} Unknown`
 
 /**
  * One response in flight. uWS frees a response once the client goes away, and any
@@ -82,7 +73,7 @@ export class Reply {
     this.status = status
     const text = JSON.stringify(body)
     this.res.cork(() => {
-      this.res.writeStatus(STATUS_LINE[status] ?? `${status} Status`)
+      this.res.writeStatus(statusLine(status))
       this.res.writeHeader('content-type', 'application/json')
       this.res.writeHeader('x-request-id', this.requestId)
       if (headers !== undefined) for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v)
@@ -149,7 +140,7 @@ export class Reply {
     if (this.done || this.aborted) return
     this.status = status
     this.res.cork(() => {
-      this.res.writeStatus(STATUS_LINE[status] ?? `${status} Status`)
+      this.res.writeStatus(statusLine(status))
       this.res.writeHeader('content-type', contentType)
       this.res.writeHeader('x-request-id', this.requestId)
       this.#end(text)

@@ -1,14 +1,15 @@
-import { compareCursors, cursorEventId, cursorOf, deliverableEnd, endedEventId, parseEventId, rentalEndedEvent, scanRentalEvents, signalEventId } from '../../delivery/index.js'
+import { compareCursors, cursorEventId, cursorOf, deliverableEnd, lastEventSeq, parseEventId, rentalEndedEvent, scanRentalEvents, signalEventId } from '../../delivery/index.js'
 import type { SignalLog } from '../../pipeline/index.js'
 import { isFinal, type Rentals } from '../../rentals/index.js'
 import { ApiError, type DeliveryEvent } from '../../schemas/index.js'
 import { pageLimit } from '../control/access.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
+import { checkedResumePoint, checkQuery } from './resume-point.js'
 
 export const POLL_PAGE = { default: 100, max: 1000 } as const
 /** Log records one poll reads at most (the journal has no index by source): past it the page ends early with a cursor. */
 export const POLL_SCAN_MAX = 50_000
-const KNOWN = new Set(['after', 'limit'])
+const KNOWN = ['after', 'limit'] as const
 
 export interface PollRouteOptions {
   readonly log: SignalLog
@@ -26,14 +27,13 @@ export interface PollRouteOptions {
 export function registerPollRoute(parts: JsonRoutesParts, o: PollRouteOptions): void {
   const now = o.now ?? Date.now
   jsonRoute(parts, 'get', '/v1/rentals/:rental_id/signals', { access: 'renter' }, async ({ principal, params, query }) => {
-    for (const name of query.keys()) if (!KNOWN.has(name)) throw new ApiError('invalid_request', `unknown query parameter ${name}; use after and limit`)
+    checkQuery(query, KNOWN)
     const rentalId = params[0] as string
     const rental = o.rentals.get(rentalId)
     if (rental === undefined || rental.renter_id !== principal.subject) throw new ApiError('not_found', 'no such rental')
     const limit = pageLimit(query, POLL_PAGE)
     const afterText = query.get('after')
-    const after = afterText === null ? undefined : parseEventId(afterText)
-    if (afterText !== null && after === undefined) throw new ApiError('invalid_request', 'after must be an event_id this API sent')
+    const after = afterText === null ? undefined : await checkedResumePoint(afterText, 'after', rental, o.log, parts.registry)
     // After the rental's last event nothing follows.
     if (after?.end === true) return { status: 200, data: [], nextCursor: null }
     const start = after === undefined ? undefined : cursorOf(after, parts.registry, rental.source_id)
@@ -48,9 +48,12 @@ export function registerPollRoute(parts: JsonRoutesParts, o: PollRouteOptions): 
     const current = o.rentals.get(rentalId)
     const caughtUp = scan.complete && scan.events.length < limit
     if (caughtUp && current !== undefined && isFinal(current) && now() >= Date.parse(current.ended_at ?? '') + o.endSettleMs) {
-      const ended = rentalEndedEvent(current, Math.max(scan.scannedTo, after?.seq ?? 0))
+      // The rental's last event met on this page saves reading back for it.
+      const lastMet = [...scan.events].reverse().find((e) => e.event === 'byo.signal.accepted' || e.event === 'byo.signal.disputed')
+      const known = lastMet === undefined ? undefined : parseEventId(lastMet.event_id)?.seq
+      const ended = rentalEndedEvent(current, await lastEventSeq(o.log, current, parts.registry, Math.max(scan.scannedTo, after?.seq ?? 0), known))
       data.push(ended)
-      return { status: 200, data, nextCursor: endedEventId(Math.max(scan.scannedTo, after?.seq ?? 0)) }
+      return { status: 200, data, nextCursor: ended.event_id }
     }
     // The cursor names the scan's last point (a record looked at, or a dispute event sent), so the next page resumes exactly there.
     const moved = compareCursors(scan.cursor, start ?? { seq: 0 }) > 0

@@ -45,6 +45,8 @@ export class SseSink implements EventSink, Flushable {
   #scheduled = false
   #finished = false
   #waiters: (() => void)[] = []
+  /** Heartbeat ticks since a frame was last queued. */
+  #quietTicks = 0
 
   constructor(
     private readonly res: HttpResponse,
@@ -81,6 +83,16 @@ export class SseSink implements EventSink, Flushable {
     if (!this.#blocked && this.#queued === 0) this.#queue(PING_FRAME)
   }
 
+  /**
+   * One step of the heartbeat clock, which ticks `steps` times per heartbeat interval:
+   * the ping goes once the stream has been quiet for more than `steps` ticks, so the first
+   * comes one interval (to a step more) after the stream opened or last sent, whatever the
+   * clock's phase when it opened.
+   */
+  tick(steps: number): void {
+    if (++this.#quietTicks > steps) this.ping()
+  }
+
   /** Resolves once everything sent has been handed to uWS and the socket takes more (or the stream is over). */
   writable(): Promise<void> {
     if (this.closed || (!this.#blocked && this.#queued === 0)) return Promise.resolve()
@@ -114,6 +126,7 @@ export class SseSink implements EventSink, Flushable {
 
   #queue(frame: Buffer): boolean {
     if (this.closed) return false
+    this.#quietTicks = 0
     this.#frames.push(frame)
     this.#queued += frame.length
     if (!this.#blocked && this.#queued >= FLUSH_NOW_BYTES) this.#writeCorks(Infinity, true)

@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { parseEventId, TicketStoreFullError, type EventPosition, type StreamHub, type StreamSession, type TicketStore } from '../../delivery/index.js'
+import { TicketStoreFullError, type EventPosition, type RentalDisputes, type StreamHub, type StreamSession, type TicketStore } from '../../delivery/index.js'
+import type { SignalLog } from '../../pipeline/index.js'
 import type { Principal } from '../../registry/index.js'
 import type { RentalRecord, Rentals } from '../../rentals/index.js'
 import { ApiError } from '../../schemas/index.js'
@@ -7,12 +8,15 @@ import { bearerPrincipal } from '../http/bearer.js'
 import { getRoute, jsonRoute, pathParameter, type JsonRoutesParts } from '../http/json-route.js'
 import { noBody } from '../control/access.js'
 import { FlushScheduler } from './sse-flush.js'
+import { checkedResumePoint, checkQuery } from './resume-point.js'
 import { SseSink } from './sse-sink.js'
 
 export interface StreamRouteOptions {
   readonly hub: StreamHub
   readonly rentals: Rentals
   readonly tickets: TicketStore
+  /** The signal log, to check a resume point against. */
+  readonly log: SignalLog
   readonly ticketTtlMs: number
   readonly heartbeatMs: number
   readonly retryMs: number
@@ -26,6 +30,27 @@ const TICKET = /^[A-Za-z0-9_-]{43}$/
 const CAP_RETRY_AFTER_S = 5
 
 const hashTicket = (ticket: string) => createHash('sha256').update(ticket).digest('hex')
+const unusableTicket = () => new ApiError('unauthorized', 'the ticket is unknown, used or expired, or its token was revoked; request a new one')
+
+/** Sets of things by owner, an empty set dropped. */
+class OwnerSets<T> {
+  readonly #sets = new Map<string, Set<T>>()
+  add(owner: string, item: T): void {
+    let set = this.#sets.get(owner)
+    if (set === undefined) this.#sets.set(owner, (set = new Set()))
+    set.add(item)
+  }
+  delete(owner: string, item: T): void {
+    const set = this.#sets.get(owner)
+    if (set?.delete(item) === true && set.size === 0) this.#sets.delete(owner)
+  }
+  /** The owner's items, no longer held. */
+  take(owner: string): T[] {
+    const set = this.#sets.get(owner)
+    this.#sets.delete(owner)
+    return set === undefined ? [] : [...set]
+  }
+}
 
 /** Only the rental's renter; anyone else gets the 404 of a rental that does not exist. */
 function ownRental(rentals: Rentals, principal: Principal, rentalId: string): RentalRecord {
@@ -35,14 +60,18 @@ function ownRental(rentals: Rentals, principal: Principal, rentalId: string): Re
   return rental
 }
 
+/** Ticks of the heartbeat clock per heartbeat interval: a stream's ping comes 100 to 110 % of the interval after its last frame. */
+const HEARTBEAT_STEPS = 10
+
+/** Query parameters of the event stream. */
+const STREAM_QUERY = ['ticket', 'last_event_id'] as const
+
 /** The resume point: the Last-Event-ID header (what EventSource sends on reconnecting) over `?last_event_id=`. */
-function resumePoint(header: string, query: URLSearchParams): EventPosition | undefined {
+function resumePoint(header: string, query: URLSearchParams, rental: RentalRecord, o: StreamRouteOptions, disputes: RentalDisputes): Promise<EventPosition> | undefined {
   const fromHeader = header !== ''
   const text = fromHeader ? header : query.get('last_event_id')
   if (text === null) return undefined
-  const position = parseEventId(text.trim())
-  if (position === undefined) throw new ApiError('invalid_request', `${fromHeader ? 'Last-Event-ID' : 'last_event_id'} must be an event_id this API sent`)
-  return position
+  return checkedResumePoint(text, fromHeader ? 'Last-Event-ID' : 'last_event_id', rental, o.log, disputes)
 }
 
 /**
@@ -53,10 +82,17 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
   const now = o.now ?? Date.now
   const sinks = new Set<SseSink>()
   const flushes = new FlushScheduler((err) => parts.logger.error({ err }, 'event stream flush failed'))
+  // Each stream's heartbeat counts from its own last frame (its opening included): one clock
+  // ticking a tenth of the interval serves them all, rather than a timer per stream.
   const heartbeat = setInterval(() => {
-    for (const s of sinks) s.ping()
-  }, o.heartbeatMs)
+    for (const s of sinks) s.tick(HEARTBEAT_STEPS)
+  }, o.heartbeatMs / HEARTBEAT_STEPS)
   heartbeat.unref()
+  // A revoked token stops working at once: the streams it opened, itself or by a ticket, end.
+  const byToken = new OwnerSets<SseSink>()
+  const stopRevocations = parts.registry.watchRevocations((tokenIds) => {
+    for (const id of tokenIds) for (const s of byToken.take(id)) s.end()
+  })
 
   jsonRoute(parts, 'post', '/v1/rentals/:rental_id/stream-tickets', { access: 'renter' }, async ({ principal, params, body }) => {
     noBody(body)
@@ -64,7 +100,7 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
     const ticket = randomBytes(32).toString('base64url')
     const expiresAt = now() + o.ticketTtlMs
     try {
-      await o.tickets.put(hashTicket(ticket), { rental_id: rental.rental_id, renter_id: rental.renter_id }, expiresAt)
+      await o.tickets.put(hashTicket(ticket), { rental_id: rental.rental_id, renter_id: rental.renter_id, ...(principal.tokenId !== null && { token_id: principal.tokenId }) }, expiresAt)
     } catch (err) {
       if (err instanceof TicketStoreFullError) throw new ApiError('overloaded', 'too many stream tickets are outstanding; retry', { retryAfter: 5, cause: err })
       throw err
@@ -87,10 +123,12 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
     let session: StreamSession | undefined
     let sink: SseSink | undefined
     let reserved = false
+    let sinkToken: string | undefined
     const release = () => {
       if (!reserved) return
       reserved = false
       if (sink !== undefined) sinks.delete(sink)
+      if (sink !== undefined && sinkToken !== undefined) byToken.delete(sinkToken, sink)
       o.hub.release(rentalId, session)
     }
     reply.onAbort = () => {
@@ -110,33 +148,55 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
       reply.fail(new ApiError('internal_error', 'internal error; retry later'))
     }
     if (parts.isDraining()) return reply.fail(new ApiError('not_ready', 'the gateway is shutting down; retry', { retryAfter: 1 }))
+    // Every check comes before the ticket is spent, which is last, once a place is taken:
+    // a request refused for its input, the cap or a rental it cannot open keeps its ticket.
     Promise.resolve()
       .then(async () => {
+        checkQuery(query, STREAM_QUERY)
         let rental: RentalRecord
-        if (ticket !== null) {
+        let tokenId: string
+        const ticketHash = ticket === null ? undefined : hashTicket(ticket)
+        if (ticketHash !== undefined) {
           if (authCount > 0) throw new ApiError('invalid_request', 'send either a ticket or an Authorization header, not both')
-          const grant = TICKET.test(ticket) ? await o.tickets.take(hashTicket(ticket), now()) : undefined
-          if (grant === undefined) throw new ApiError('unauthorized', 'the ticket is unknown, used or expired; request a new one')
+          const grant = TICKET.test(ticket as string) ? await o.tickets.peek(ticketHash, now()) : undefined
+          // A ticket of a revoked token is refused as the token would be.
+          if (grant?.token_id === undefined || !parts.registry.tokenLive(grant.token_id)) throw unusableTicket()
           const held = o.rentals.get(rentalId)
           if (grant.rental_id !== rentalId || held === undefined || held.renter_id !== grant.renter_id) throw new ApiError('not_found', 'no such rental')
           rental = held
+          tokenId = grant.token_id
         } else {
           if (principal === undefined) throw new ApiError('unauthorized', 'a valid Authorization: Bearer <token> header or a ?ticket= is required')
           rental = ownRental(o.rentals, principal, rentalId)
+          tokenId = principal.tokenId as string
         }
-        const resume = resumePoint(lastEventId, query)
+        const resume = await resumePoint(lastEventId, query, rental, o, parts.registry)
         if (reply.aborted) return
+        if (!parts.registry.tokenLive(tokenId)) throw new ApiError('unauthorized', 'the token was revoked')
         // After the rental's last event nothing follows: 204 tells EventSource to stop reconnecting.
-        if (resume?.end === true) return reply.sendText(204, 'text/event-stream', '')
-        if (reply.head) return reply.sendText(200, 'text/event-stream; charset=utf-8', '')
+        if (resume?.end === true) {
+          if (ticketHash !== undefined && (await o.tickets.take(ticketHash, now())) === undefined) throw unusableTicket()
+          return reply.sendText(204, 'text/event-stream', '')
+        }
         if (!o.hub.reserve(rentalId)) throw new ApiError('rate_limited', 'this rental has the most event streams open at once; close one or retry later', { retryAfter: CAP_RETRY_AFTER_S })
         reserved = true
+        // Spent only now, with a place held: of two requests racing with one ticket, one gets it.
+        if (ticketHash !== undefined && (await o.tickets.take(ticketHash, now())) === undefined) throw unusableTicket()
+        if (reply.aborted) return release()
+        if (!parts.registry.tokenLive(tokenId)) throw new ApiError('unauthorized', 'the token was revoked')
+        // HEAD made every check GET makes, the place included, and gives the place back.
+        if (reply.head) {
+          release()
+          return reply.sendText(200, 'text/event-stream; charset=utf-8', '')
+        }
         sink = new SseSink(res, reply, o.bufferBytes, flushes, () => o.hub.eventsSent++, () => o.hub.slowDisconnects++, () => release())
         sinks.add(sink)
+        byToken.add(tokenId, sink)
+        sinkToken = tokenId
         sink.begin(o.retryMs)
         const opened = await o.hub.open(rental, sink, resume)
         session = opened
-        // Ended while it opened (a final rental's replay, a slow reader): the place was given back without the session.
+        // Ended while it opened (a final rental's replay, a slow reader, a revocation): the place was given back without the session.
         if (sink.closed) o.hub.forget(rentalId, opened)
       })
       .catch(fail)
@@ -147,6 +207,9 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
       for (const s of sinks) s.end()
       sinks.clear()
     },
-    stop: () => clearInterval(heartbeat),
+    stop: () => {
+      clearInterval(heartbeat)
+      stopRevocations()
+    },
   }
 }

@@ -15,7 +15,7 @@ export type OpenTicketStore = (t: TapTest, maxTickets: number) => Promise<Ticket
 
 /** A ticket's stored form: the SHA-256 of 32 random bytes, as the stream routes hash them. */
 export const newHash = () => createHash('sha256').update(randomBytes(32)).digest('hex')
-const grant = (n: number) => ({ rental_id: `rnt_${n}`, renter_id: `renter:${n}` })
+const grant = (n: number) => ({ rental_id: `rnt_${n}`, renter_id: `renter:${n}`, token_id: `tok_${n}` })
 
 export function ticketContract(t: TapTest, name: string, open: OpenTicketStore): void {
   const fresh = async (t: TapTest, max = 100) => {
@@ -32,6 +32,19 @@ export function ticketContract(t: TapTest, name: string, open: OpenTicketStore):
       await store.put(hash, grant(1), now + 60_000)
       t.same(await store.take(hash, now), grant(1))
       t.equal(await store.take(hash, now), undefined, 'single use')
+    })
+
+    t.test('peek shows a ticket without spending it; an expired one shows nothing', async (t) => {
+      const store = await fresh(t)
+      const hash = newHash()
+      const now = Date.now()
+      await store.put(hash, grant(3), now + 1000)
+      t.same(await store.peek(hash, now), grant(3))
+      t.same(await store.peek(hash, now), grant(3), 'peeking again still shows it')
+      t.equal(await store.peek(hash, now + 1000), undefined, 'expired at expiresAt')
+      t.equal(await store.peek(newHash(), now), undefined, 'unknown')
+      t.same(await store.take(hash, now), grant(3), 'and it is taken once after')
+      t.equal(await store.peek(hash, now), undefined, 'a taken ticket shows nothing')
     })
 
     t.test('an unknown ticket, and one taken after its expiry, get nothing', async (t) => {

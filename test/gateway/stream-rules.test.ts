@@ -1,0 +1,255 @@
+import { connect } from 'node:net'
+import { setTimeout as sleep } from 'node:timers/promises'
+import t from 'tap'
+import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
+import { call, payload, provision, push } from '../helpers/api.js'
+import { startTestGateway } from '../helpers/gateway-process.js'
+
+/**
+ * The rules of the event stream and polling that a black-box probe checked, through a real
+ * gateway: revoking a token ends its streams and its tickets, made-up resume points are
+ * refused, HEAD counts against the cap, unknown and repeated query parameters are refused,
+ * a ticket is spent only by a request that passed every check, the 204's status line,
+ * the end event's id, and the first heartbeat.
+ */
+
+let counter = 0
+async function renter(gw: LaunchedGateway): Promise<{ token: string; subject: string; tokenId: string }> {
+  const subject = `renter:r${++counter}_${Date.now().toString(36)}`
+  const res = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject } })
+  if (res.status !== 201) throw new Error(`renter token: ${res.status}`)
+  return { token: res.body.data.token, subject, tokenId: res.body.data.token_id }
+}
+
+async function rent(gw: LaunchedGateway, body: Record<string, unknown>): Promise<string> {
+  const res = await call(gw.url, 'POST', '/v1/admin/rentals', { token: gw.adminToken, body })
+  if (res.status !== 201) throw new Error(`rental: ${res.status} ${JSON.stringify(res.body)}`)
+  return res.body.data.rental_id
+}
+
+async function ticketOf(gw: LaunchedGateway, token: string, rentalId: string): Promise<string> {
+  const res = await call(gw.url, 'POST', `/v1/rentals/${rentalId}/stream-tickets`, { token })
+  if (res.status !== 201) throw new Error(`ticket: ${res.status}`)
+  return res.body.data.ticket
+}
+
+/** Reads an SSE body as text until `done` holds, the stream ends, or `ms` pass. */
+function streamReader(res: Response) {
+  const reader = res.body!.getReader()
+  const state = { text: '', ended: false }
+  const pump = (async () => {
+    try {
+      for (;;) {
+        const chunk = await reader.read()
+        if (chunk.done) break
+        state.text += Buffer.from(chunk.value).toString()
+      }
+    } catch {
+      // Cut: counted as ended.
+    }
+    state.ended = true
+  })()
+  return {
+    state,
+    async until(done: () => boolean, ms = 5000) {
+      const deadline = Date.now() + ms
+      while (!done() && !state.ended && Date.now() < deadline) await sleep(20)
+    },
+    async cancel() {
+      await reader.cancel().catch(() => {})
+      await pump
+    },
+  }
+}
+
+/** The status line of a GET, read off a raw socket. */
+function statusLine(port: number, path: string, headers: Record<string, string>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ port, host: '127.0.0.1' })
+    let data = ''
+    const timer = setTimeout(() => {
+      socket.destroy()
+      reject(new Error(`no status line: ${JSON.stringify(data)}`))
+    }, 3000)
+    socket.on('data', (d: Buffer) => {
+      data += d.toString('latin1')
+      const end = data.indexOf('\r\n')
+      if (end >= 0) {
+        clearTimeout(timer)
+        socket.destroy()
+        resolve(data.slice(0, end))
+      }
+    })
+    socket.on('error', reject)
+    socket.write([`GET ${path} HTTP/1.1`, 'Host: 127.0.0.1', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', ''].join('\r\n'))
+  })
+}
+
+t.test('event stream and polling rules', async (t) => {
+  const gw = await startTestGateway(t, { env: { STREAM_HEARTBEAT_MS: '1500', STREAM_RETRY_MS: '50', STREAM_END_SETTLE_MS: '300', STREAM_MAX_PER_RENTAL: '2' } })
+  const src = await provision(gw)
+  const pushOne = async (s = src) => {
+    const res = await push(gw, s.sign(payload(s.sourceId)))
+    if (res.status !== 202) throw new Error(`push: ${res.status}`)
+  }
+  const auth = (token: string) => ({ headers: { authorization: `Bearer ${token}` } })
+
+  t.test('revoking a renter token ends its open streams, the ones opened by its tickets too, and its tickets open nothing', async (t) => {
+    const alice = await renter(gw)
+    const rentalId = await rent(gw, { renter_id: alice.subject, source_id: src.sourceId })
+    await pushOne()
+    const byToken = streamReader(await fetch(`${gw.url}/v1/rentals/${rentalId}/events`, auth(alice.token)))
+    const opened = await ticketOf(gw, alice.token, rentalId)
+    const byTicketRes = await fetch(`${gw.url}/v1/rentals/${rentalId}/events?ticket=${opened}`)
+    t.equal(byTicketRes.status, 200)
+    const byTicket = streamReader(byTicketRes)
+    const spare = await ticketOf(gw, alice.token, rentalId)
+    await byToken.until(() => byToken.state.text.includes('byo.signal.accepted'))
+    await byTicket.until(() => byTicket.state.text.includes('byo.signal.accepted'))
+    t.equal(byToken.state.ended, false, 'the streams are open')
+    const revoked = await call(gw.url, 'POST', `/v1/admin/tokens/${alice.tokenId}/revoke`, { token: gw.adminToken })
+    t.equal(revoked.status, 200)
+    const before = { token: byToken.state.text.length, ticket: byTicket.state.text.length }
+    await pushOne()
+    await byToken.until(() => false, 2000)
+    await byTicket.until(() => false, 2000)
+    t.equal(byToken.state.ended, true, 'the stream opened with the token ended')
+    t.equal(byTicket.state.ended, true, 'the stream opened with a ticket of the token ended')
+    t.equal(byToken.state.text.length, before.token, 'nothing was sent after the revocation')
+    t.equal(byTicket.state.text.length, before.ticket, 'nothing was sent after the revocation (ticket)')
+    const late = await fetch(`${gw.url}/v1/rentals/${rentalId}/events?ticket=${spare}`)
+    t.equal(late.status, 401, 'a ticket of a revoked token is refused as the token is')
+    await late.body?.cancel()
+    t.equal((await fetch(`${gw.url}/v1/rentals/${rentalId}/events`, auth(alice.token))).status, 401)
+    await byToken.cancel()
+    await byTicket.cancel()
+  })
+
+  const bob = await renter(gw)
+  const active = await rent(gw, { renter_id: bob.subject, source_id: src.sourceId })
+  await pushOne()
+  await pushOne()
+
+  t.test('made-up resume points are refused with 400 naming the problem; the ids sent are accepted', async (t) => {
+    const polled = await call(gw.url, 'GET', `/v1/rentals/${active}/signals`, { token: bob.token })
+    t.equal(polled.status, 200)
+    const sent = polled.body.data.at(-1).event_id as string
+    const cases: Array<[string, RegExp]> = [
+      ['5.end', /has not ended/],
+      ['999999999999999', /past the last event/],
+      [`${sent}.d3`, /no dispute event/],
+    ]
+    for (const [id, why] of cases) {
+      for (const [what, res] of [
+        ['Last-Event-ID', await call(gw.url, 'GET', `/v1/rentals/${active}/events`, { token: bob.token, headers: { 'last-event-id': id } })],
+        ['last_event_id', await call(gw.url, 'GET', `/v1/rentals/${active}/events?last_event_id=${id}`, { token: bob.token })],
+        ['after', await call(gw.url, 'GET', `/v1/rentals/${active}/signals?after=${id}`, { token: bob.token })],
+      ] as const) {
+        t.equal(res.status, 400, `${what}=${id}`)
+        t.equal(res.body.error.code, 'invalid_request')
+        t.match(res.body.error.message, new RegExp(`${what}.*`), `${what}=${id} names the field`)
+        t.match(res.body.error.message, why, `${what}=${id}: ${why}`)
+      }
+    }
+    const ok = await call(gw.url, 'GET', `/v1/rentals/${active}/signals?after=${sent}`, { token: bob.token })
+    t.equal(ok.status, 200, 'an id the API sent is accepted')
+    const stream = await fetch(`${gw.url}/v1/rentals/${active}/events`, { headers: { authorization: `Bearer ${bob.token}`, 'last-event-id': sent } })
+    t.equal(stream.status, 200)
+    await stream.body!.cancel()
+  })
+
+  t.test('unknown and repeated query parameters are refused on both routes', async (t) => {
+    for (const [path, why] of [
+      [`/v1/rentals/${active}/events?nope=1`, /unknown query parameter nope/],
+      [`/v1/rentals/${active}/events?last_event_id=1&last_event_id=2`, /last_event_id is given more than once/],
+      [`/v1/rentals/${active}/signals?after=1&after=2`, /after is given more than once/],
+      [`/v1/rentals/${active}/signals?limit=1&limit=2`, /limit is given more than once/],
+    ] as const) {
+      const res = await call(gw.url, 'GET', path, { token: bob.token })
+      t.equal(res.status, 400, path)
+      t.match(res.body.error.message, why, path)
+    }
+  })
+
+  t.test('HEAD takes a place like GET: refused with 429 at the cap, and gives its place back', async (t) => {
+    await sleep(200)
+    const open = await Promise.all([1, 2].map(() => fetch(`${gw.url}/v1/rentals/${active}/events`, auth(bob.token))))
+    t.same(open.map((r) => r.status), [200, 200])
+    const head = await fetch(`${gw.url}/v1/rentals/${active}/events`, { method: 'HEAD', ...auth(bob.token) })
+    t.equal(head.status, 429, 'HEAD at the cap')
+    t.equal(head.headers.get('retry-after'), '5')
+    await open[0]!.body!.cancel()
+    await sleep(300)
+    const heads = []
+    for (let i = 0; i < 3; i++) heads.push((await fetch(`${gw.url}/v1/rentals/${active}/events`, { method: 'HEAD', ...auth(bob.token) })).status)
+    t.same(heads, [200, 200, 200], 'a HEAD under the cap answers 200 and gives its place back')
+    const get = await fetch(`${gw.url}/v1/rentals/${active}/events`, auth(bob.token))
+    t.equal(get.status, 200, 'the place HEADs took is free')
+    await get.body!.cancel()
+    await open[1]!.body!.cancel()
+  })
+
+  t.test('a ticket is spent only by a request that passed every check', async (t) => {
+    await sleep(300)
+    const ticket = await ticketOf(gw, bob.token, active)
+    const bad = await fetch(`${gw.url}/v1/rentals/${active}/events?ticket=${ticket}&last_event_id=x`)
+    t.equal(bad.status, 400, 'a bad resume point')
+    const wrong = await fetch(`${gw.url}/v1/rentals/rnt_other/events?ticket=${ticket}`)
+    t.equal(wrong.status, 404, 'another rental')
+    const full = await Promise.all([1, 2].map(() => fetch(`${gw.url}/v1/rentals/${active}/events`, auth(bob.token))))
+    const capped = await fetch(`${gw.url}/v1/rentals/${active}/events?ticket=${ticket}`)
+    t.equal(capped.status, 429, 'the cap')
+    for (const r of full) await r.body!.cancel()
+    await sleep(300)
+    const good = await fetch(`${gw.url}/v1/rentals/${active}/events?ticket=${ticket}`)
+    t.equal(good.status, 200, 'the ticket still opens its stream')
+    await good.body!.cancel()
+    const again = await fetch(`${gw.url}/v1/rentals/${active}/events?ticket=${ticket}`)
+    t.equal(again.status, 401, 'then it is spent')
+    await again.body?.cancel()
+  })
+
+  t.test('the first heartbeat comes one interval after the stream opens, not sooner', async (t) => {
+    await sleep(300)
+    const quiet = await renter(gw)
+    const src2 = await provision(gw)
+    const id = await rent(gw, { renter_id: quiet.subject, source_id: src2.sourceId })
+    const opened = Date.now()
+    const s = streamReader(await fetch(`${gw.url}/v1/rentals/${id}/events`, auth(quiet.token)))
+    await s.until(() => s.state.text.includes(': ping'), 4000)
+    const first = Date.now() - opened
+    t.ok(s.state.text.includes(': ping'), 'a heartbeat came')
+    t.ok(first >= 1400, `the first ping after ${first} ms, not before the 1500 ms interval`)
+    t.ok(first < 2600, `and not much after it (${first} ms)`)
+    await s.cancel()
+  })
+
+  t.test('byo.rental.ended has one id: the last event of the rental, on every channel and at every time', async (t) => {
+    const carol = await renter(gw)
+    const id = await rent(gw, { renter_id: carol.subject, source_id: src.sourceId })
+    await pushOne()
+    await pushOne()
+    const events = (await call(gw.url, 'GET', `/v1/rentals/${id}/signals`, { token: carol.token })).body.data
+    const last = events.at(-1).event_id as string
+    t.equal((await call(gw.url, 'POST', `/v1/admin/rentals/${id}/end`, { token: gw.adminToken })).status, 200)
+    await sleep(500)
+    const poll = async (after?: string) => {
+      const res = await call(gw.url, 'GET', `/v1/rentals/${id}/signals${after === undefined ? '' : `?after=${after}`}`, { token: carol.token })
+      return res.body.data.at(-1)
+    }
+    const first = await poll()
+    t.equal(first.event, 'byo.rental.ended')
+    t.equal(first.event_id, `${last}.end`, "the id is the rental's last event's, with .end")
+    // The log grows with another source's records and this source's records after the end.
+    const other = await provision(gw)
+    for (let i = 0; i < 3; i++) await pushOne(other)
+    await pushOne()
+    t.equal((await poll()).event_id, `${last}.end`, 'polling later: the same id')
+    t.equal((await poll(last)).event_id, `${last}.end`, 'polling after the last event: the same id')
+    const stream = await (await fetch(`${gw.url}/v1/rentals/${id}/events`, auth(carol.token))).text()
+    t.match(stream, new RegExp(`id: ${last.replace('.', '\\.')}\\.end\\nevent: byo\\.rental\\.ended`), 'the stream: the same id')
+    const resumed = await (await fetch(`${gw.url}/v1/rentals/${id}/events?last_event_id=${last}`, auth(carol.token))).text()
+    t.match(resumed, new RegExp(`id: ${last}\\.end\\n`), 'a stream resumed at the last event: the same id')
+    t.equal(await statusLine(gw.port, `/v1/rentals/${id}/events`, { authorization: `Bearer ${carol.token}`, 'last-event-id': `${last}.end` }), 'HTTP/1.1 204 No Content', "a 204's status line")
+  })
+})
