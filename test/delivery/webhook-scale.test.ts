@@ -45,7 +45,10 @@ t.test(`${RENTALS} webhook rentals over ${SOURCES} sources: all delivered, with 
   const seconds = (performance.now() - t0) / 1000
   t.comment(`${RENTALS} deliveries in ${seconds.toFixed(2)} s (${Math.round(RENTALS / seconds)}/s); ${s.logCounts.reads - readsIdle} log reads`)
   const ids = new Set(rx.got.map((d) => d.id))
-  t.equal(ids.size, rx.got.length, 'no event delivered twice')
+  // At least once: a repeat is only the retry of an attempt that failed here (on a loaded
+  // machine a request can outlast the fixture's 2 s timeout after the receiver took it).
+  const failedAttempts = s.results.filter((r) => r !== 'delivered').length
+  t.ok(rx.got.length - ids.size <= failedAttempts, `${rx.got.length - ids.size} repeats, each the retry of one of ${failedAttempts} failed attempts`)
   const missing = rentals.filter((r, i) => !ids.has(webhookIdOf(r.rental_id, 2 + (i % SOURCES))))
   t.equal(missing.length, 0, 'every rental got its source\'s signal')
   t.ok(s.logCounts.reads - readsIdle <= 10, 'the live deliveries read the log at most a few times')
