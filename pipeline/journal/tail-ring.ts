@@ -1,0 +1,130 @@
+/**
+ * The records the journal published last, kept in memory so that a consumer at the log's
+ * end (the delivery tail, the recorder, webhook workers: all of them, most of the time)
+ * reads what was just appended without opening a segment. A read from a file costs an
+ * open, a read and a close, each a trip through libuv's four-thread pool that queues
+ * behind the journal's own fdatasync; a read from here is a copy on the event loop.
+ *
+ * The ring holds exactly what the writer has published to readers, fed in the same
+ * synchronous step that publishes a group to the segments, so it is never ahead of what
+ * a file read would return: a record is here only once its append could resolve under
+ * the fsync policy, as the consumers' rule wants. Seqs in the ring are contiguous and end
+ * at the last record published; a read that starts before the ring's first record goes
+ * to the files (which hold the ring's records too, so a reader crosses into the ring
+ * with no gap and no duplicate: both are keyed by seq).
+ *
+ * Bounded twice, by an estimate of the memory its records take and by their count,
+ * evicting the oldest first. Records are decoded once, at append; each reader is handed
+ * copies (`copyOf`), never the ring's own objects, so one consumer mutating its records'
+ * data cannot change what another sees (a typed array cannot be frozen, and copying
+ * 1 KB costs about what building the record object does).
+ */
+import type { LogRecord } from '../log.js'
+
+/**
+ * Memory a held record costs beyond its data and dedup id, estimated: the record object,
+ * its ArrayBuffer and the ring's slot. Counted so that many tiny records cannot exceed
+ * the byte bound by far.
+ */
+const ENTRY_OVERHEAD_BYTES = 200
+
+export class TailRing {
+  readonly #maxBytes: number
+  readonly #maxRecords: number
+  /** Circular: `#count` records from `#head`, oldest first. */
+  readonly #slots: (LogRecord | undefined)[]
+  readonly #sizes: number[]
+  #head = 0
+  #count = 0
+  #bytes = 0
+  /** Seq the next published record must have: one past the last published. */
+  #next: number
+
+  /** `lastSeq`: the last record already published (on disk) when the ring starts, empty. */
+  constructor(lastSeq: number, maxBytes: number, maxRecords: number) {
+    this.#next = lastSeq + 1
+    this.#maxBytes = maxBytes
+    this.#maxRecords = maxRecords
+    this.#slots = new Array<LogRecord | undefined>(maxRecords).fill(undefined)
+    this.#sizes = new Array<number>(maxRecords).fill(0)
+  }
+
+  /** Seq of the oldest record held; one past the last published when empty. */
+  get firstSeq(): number {
+    return this.#next - this.#count
+  }
+
+  get records(): number {
+    return this.#count
+  }
+
+  /** Estimated memory the held records take. */
+  get bytes(): number {
+    return this.#bytes
+  }
+
+  /**
+   * A record the writer just published; records come in seq order. One that does not
+   * follow the last (nothing in the journal does that; a guard all the same) starts the
+   * ring over, so what it holds stays one run of seqs.
+   */
+  push(r: LogRecord): void {
+    if (r.seq !== this.#next) this.#clear(r.seq)
+    this.#next = r.seq + 1
+    if (this.#maxRecords === 0) return
+    const size = ENTRY_OVERHEAD_BYTES + r.data.byteLength + 2 * r.dedupId.length + r.sourceId.length
+    if (size > this.#maxBytes) {
+      // Never held: the ring starts over after it, and readers of it go to the files.
+      this.#clear(r.seq + 1)
+      return
+    }
+    while (this.#count === this.#maxRecords || (this.#count > 0 && this.#bytes + size > this.#maxBytes)) this.#evict()
+    const slot = (this.#head + this.#count) % this.#maxRecords
+    this.#slots[slot] = r
+    this.#sizes[slot] = size
+    this.#count++
+    this.#bytes += size
+  }
+
+  /**
+   * Up to `max` held records from `fromSeq` on, the ring's own objects (callers hand out
+   * `copyOf` them); [] when `fromSeq` is past the last published. Undefined when
+   * `fromSeq` is before the oldest record held: that read is the files'.
+   */
+  read(fromSeq: number, max: number): readonly LogRecord[] | undefined {
+    const first = this.#next - this.#count
+    if (fromSeq < first) return undefined
+    const n = Math.min(max, this.#next - fromSeq)
+    if (n <= 0) return []
+    const out = new Array<LogRecord>(n)
+    let slot = (this.#head + (fromSeq - first)) % this.#maxRecords
+    for (let i = 0; i < n; i++) {
+      out[i] = this.#slots[slot]!
+      if (++slot === this.#maxRecords) slot = 0
+    }
+    return out
+  }
+
+  #evict(): void {
+    this.#bytes -= this.#sizes[this.#head]!
+    this.#slots[this.#head] = undefined
+    this.#head = (this.#head + 1) % this.#maxRecords
+    this.#count--
+  }
+
+  #clear(next: number): void {
+    while (this.#count > 0) this.#evict()
+    this.#head = 0
+    this.#next = next
+  }
+}
+
+/** A reader's own copy of a held record: the same fields as a record read from a segment. */
+export function copyOf(r: LogRecord): LogRecord {
+  return { seq: r.seq, time: r.time, dedupId: r.dedupId, sourceId: r.sourceId, data: r.data.slice() }
+}
+
+/** The record as the ring keeps it: its own copy of the data, so the appender's buffer is neither pinned nor shared. */
+export function heldRecord(seq: number, time: number, dedupId: string, sourceId: string, data: Uint8Array): LogRecord {
+  return Object.freeze({ seq, time, dedupId, sourceId, data: new Uint8Array(data) })
+}
