@@ -275,15 +275,16 @@ class JournalLog extends SignalLogBase implements Journal {
 
   /**
    * Up to `max` records from the first held at or after `fromSeq`: from memory when the
-   * tail ring holds `fromSeq` (and retention has not removed it since), else from the
-   * files. Records of a source other than `only`, when given, may be the ring's own
+   * tail ring holds that record, else from the files. Records of a source other than `only`, when given, may be the ring's own
    * objects, for a filtered consumer that looks at their seq and source and skips them:
    * copying what it never hands out would cost a copy per record per webhook consumer.
    */
   #readFrom(fromSeq: number, max: number, only: string | null): Promise<LogRecord[]> {
     const s = this.#s!
-    const held = s.ring.read(fromSeq, max)
-    if (held === undefined || fromSeq < s.writer.segments[0]!.firstSeq) return s.reader.read({ fromSeq }, max)
+    // Never from before the first record held: the ring may still hold records retention
+    // removed, and a consumer learns of a loss from the seq of the first record it reads.
+    const held = s.ring.read(Math.max(fromSeq, s.writer.segments[0]!.firstSeq), max)
+    if (held === undefined) return s.reader.read({ fromSeq }, max)
     const out = new Array<LogRecord>(held.length)
     for (let i = 0; i < held.length; i++) {
       const r = held[i]!
