@@ -48,7 +48,7 @@ import { SegmentReader } from './journal/segment-reader.js'
 import { SegmentWriter } from './journal/segment-writer.js'
 import type { PendingRecord } from './journal/segment-writer.js'
 import { SignalLogBase } from './journal/signal-log-base.js'
-import { copyOf, heldRecord, TailRing } from './journal/tail-ring.js'
+import { copiesOf, heldRecord, TailRing } from './journal/tail-ring.js'
 
 export type { JournalOptions } from './journal/journal-options.js'
 export { JOURNAL_DEFAULTS } from './journal/journal-options.js'
@@ -285,12 +285,7 @@ class JournalLog extends SignalLogBase implements Journal {
     // removed, and a consumer learns of a loss from the seq of the first record it reads.
     const held = s.ring.read(Math.max(fromSeq, s.writer.segments[0]!.firstSeq), max)
     if (held === undefined) return s.reader.read({ fromSeq }, max)
-    const out = new Array<LogRecord>(held.length)
-    for (let i = 0; i < held.length; i++) {
-      const r = held[i]!
-      out[i] = only === null || r.sourceId === only ? copyOf(r) : r
-    }
-    return Promise.resolve(out)
+    return Promise.resolve(copiesOf(held, only))
   }
 
   protected override async onInfo(): Promise<LogInfo> {

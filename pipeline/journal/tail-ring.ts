@@ -14,10 +14,15 @@
  * with no gap and no duplicate: both are keyed by seq).
  *
  * Bounded twice, by an estimate of the memory its records take and by their count,
- * evicting the oldest first. Records are decoded once, at append; each reader is handed
- * copies (`copyOf`), never the ring's own objects, so one consumer mutating its records'
- * data cannot change what another sees (a typed array cannot be frozen, and copying
- * 1 KB costs about what building the record object does).
+ * evicting the oldest first. Records are decoded once, at append, and kept frozen; each
+ * reader is handed copies (`copiesOf`), never the ring's own objects, so one consumer
+ * changing its records cannot change what another sees. Freezing alone cannot do that:
+ * a typed array with elements cannot be frozen, so the data must be copied either way.
+ * Copying the held record is the cheaper copy: per 1 KB record, decoding it again from
+ * its encoded bytes (checksum, two strings, the copy) took 1.9 to 2.7 µs, a copy of the
+ * held record alone 0.65 to 1.1 µs, and copies batched as `copiesOf` makes them 0.33 µs
+ * in batches of 11 and 0.11 µs in batches of 256 (a micro-benchmark on this 2-core VM
+ * at a load of about 3).
  */
 import type { LogRecord } from '../log.js'
 
@@ -88,7 +93,7 @@ export class TailRing {
 
   /**
    * Up to `max` held records from `fromSeq` on, the ring's own objects (callers hand out
-   * `copyOf` them); [] when `fromSeq` is past the last published. Undefined when
+   * `copiesOf` them); [] when `fromSeq` is past the last published. Undefined when
    * `fromSeq` is before the oldest record held: that read is the files'.
    */
   read(fromSeq: number, max: number): readonly LogRecord[] | undefined {
@@ -119,9 +124,32 @@ export class TailRing {
   }
 }
 
-/** A reader's own copy of a held record: the same fields as a record read from a segment. */
-export function copyOf(r: LogRecord): LogRecord {
-  return { seq: r.seq, time: r.time, dedupId: r.dedupId, sourceId: r.sourceId, data: r.data.slice() }
+/**
+ * A reader's own copies of held records, with the same fields as records read from a
+ * segment. The data of one call's records are copied into one new buffer, each record a
+ * view of its part: a buffer per record costs an allocation each, several times the
+ * copy (figures above), so a reader that keeps one record of a batch keeps the batch's
+ * bytes. Records of a source other than `only` (when not null) are not copied but
+ * returned as they are held, for a filtered consumer that only looks at them.
+ */
+export function copiesOf(held: readonly LogRecord[], only: string | null): LogRecord[] {
+  let total = 0
+  for (const r of held) if (only === null || r.sourceId === only) total += r.data.byteLength
+  const bytes = new Uint8Array(total)
+  const out = new Array<LogRecord>(held.length)
+  let offset = 0
+  for (let i = 0; i < held.length; i++) {
+    const r = held[i]!
+    if (only !== null && r.sourceId !== only) {
+      out[i] = r
+      continue
+    }
+    const end = offset + r.data.byteLength
+    bytes.set(r.data, offset)
+    out[i] = { seq: r.seq, time: r.time, dedupId: r.dedupId, sourceId: r.sourceId, data: bytes.subarray(offset, end) }
+    offset = end
+  }
+  return out
 }
 
 /** The record as the ring keeps it: its own copy of the data, so the appender's buffer is neither pinned nor shared. */

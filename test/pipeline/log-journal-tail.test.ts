@@ -15,7 +15,7 @@ import t from 'tap'
 import { openJournal } from '../../pipeline/log-journal.js'
 import type { Journal, JournalOptions } from '../../pipeline/log-journal.js'
 import type { LogRecord } from '../../pipeline/log.js'
-import { copyOf, heldRecord, TailRing } from '../../pipeline/journal/tail-ring.js'
+import { copiesOf, heldRecord, TailRing } from '../../pipeline/journal/tail-ring.js'
 import type { TapTest } from './log-contract.js'
 
 const WINDOW = 20 * 60_000
@@ -260,10 +260,14 @@ t.test('the ring keeps within its bounds, oldest out first, and holds one run of
   t.equal(gap.firstSeq, 9, 'a jump in seqs starts the ring over')
   t.equal(gap.read(5, 10), undefined)
 
-  const held = rec(1, 3)
-  t.ok(Object.isFrozen(held))
-  const copy = copyOf(held)
-  copy.data[0] = 99
-  t.equal(held.data[0], 1, 'a copy shares no bytes with the held record')
-  t.same({ ...copy, data: held.data }, held, 'and has its fields')
+  const held = [rec(1, 3, 'a'), rec(2, 4, 'b'), rec(3, 5, 'a')]
+  t.ok(held.every((r) => Object.isFrozen(r)))
+  const copies = copiesOf(held, null)
+  t.same(copies, held, 'copies have the held records\' fields and bytes')
+  for (const c of copies) c.data.fill(99)
+  t.same(held.map((r) => r.data[0]), [1, 2, 3], 'and share no bytes with them')
+  const forA = copiesOf(held, 'a')
+  t.equal(forA[1], held[1], 'another source\'s record is looked at, not copied')
+  t.not(forA[0], held[0])
+  t.same(forA.map((r) => r.data.byteLength), [3, 4, 5])
 })
