@@ -275,9 +275,10 @@ class JournalLog extends SignalLogBase implements Journal {
 
   /**
    * Up to `max` records from the first held at or after `fromSeq`: from memory when the
-   * tail ring holds that record, else from the files. Records of a source other than `only`, when given, may be the ring's own
-   * objects, for a filtered consumer that looks at their seq and source and skips them:
-   * copying what it never hands out would cost a copy per record per webhook consumer.
+   * tail ring holds that record, else from the files. Records of a source other than
+   * `only`, when given, may be the ring's own objects, for a filtered consumer that looks
+   * at their seq and source and skips them: copying what it never hands out would cost a
+   * copy per record per webhook consumer.
    */
   #readFrom(fromSeq: number, max: number, only: string | null): Promise<LogRecord[]> {
     const s = this.#s!
