@@ -48,7 +48,7 @@ import { SegmentReader } from './journal/segment-reader.js'
 import { SegmentWriter } from './journal/segment-writer.js'
 import type { PendingRecord } from './journal/segment-writer.js'
 import { SignalLogBase } from './journal/signal-log-base.js'
-import { copiesOf, heldRecord, TailRing } from './journal/tail-ring.js'
+import { copiesOf, TailRing } from './journal/tail-ring.js'
 
 export type { JournalOptions } from './journal/journal-options.js'
 export { JOURNAL_DEFAULTS } from './journal/journal-options.js'
@@ -257,9 +257,7 @@ class JournalLog extends SignalLogBase implements Journal {
     const buf = encodeRecord(seq, time, id, data, source)
     s.lastSeq = seq
     s.lastTime = time
-    // Copied for the memory tail only when it keeps records: the caller may reuse `data`.
-    const record = this.#opts.tailCacheRecords > 0 ? heldRecord(seq, time, dedupId, sourceId, data) : { seq, time, dedupId, sourceId, data }
-    const durable = s.commits.submit({ buf, seq, time, record })
+    const durable = s.commits.submit({ buf, seq, time, record: s.ring.hold(seq, time, dedupId, sourceId, data) })
     if (dedupOn) {
       const entry = s.dedup.add(dedupId, seq, time, durable)
       // Duplicates await `pending` and see the failure; nobody else may, so mark it handled.
