@@ -42,7 +42,7 @@ export interface JournalOptions {
   /**
    * The memory tail (tail-ring.ts): the last records published are kept in memory, up to
    * about this many bytes and this many records, and reads at the log's end are served
-   * from there instead of the segment files. 0 records turns it off. Defaults: JOURNAL_DEFAULTS.
+   * from there instead of the segment files. 0 of either turns it off. Defaults: JOURNAL_DEFAULTS.
    */
   tailCacheBytes?: number
   tailCacheRecords?: number

@@ -28,7 +28,7 @@ import type { LogRecord } from '../log.js'
 
 /**
  * Memory a held record costs beyond its data and dedup id, estimated: the record object,
- * its ArrayBuffer and the ring's slot. Counted so that many tiny records cannot exceed
+ * the view of its data and the ring's slot. Counted so that many tiny records cannot exceed
  * the byte bound by far.
  */
 const ENTRY_OVERHEAD_BYTES = 200
@@ -36,9 +36,9 @@ const ENTRY_OVERHEAD_BYTES = 200
  * Held records' data are copied into chunks of this size, each record a view of its part:
  * an ArrayBuffer per record nearly doubled the CPU of an append (700-byte appends, fsync
  * `never`: 3.1 to 3.6 µs each without the memory tail, 6.4 with a buffer per record, 4.3
- * to 4.5 with chunks; GC included, a micro-benchmark on this 2-core VM). Chunks are filled in seq order and records leave
- * the ring in seq order, so a chunk is freed once its last record leaves: the chunks
- * alive hold at most the ring's bytes plus one chunk.
+ * to 4.5 with chunks; GC included, a micro-benchmark on this 2-core VM). Chunks are
+ * filled in seq order and records leave the ring in seq order, so a chunk is freed once
+ * its last record leaves: the chunks alive hold at most the ring's bytes plus one chunk.
  */
 const CHUNK_BYTES = 256 * 1024
 /** A record's data larger than this gets a buffer of its own, so a chunk is not mostly waste. */
@@ -55,18 +55,19 @@ export class TailRing {
   #bytes = 0
   /** Seq the next published record must have: one past the last published. */
   #next: number
+  /** Where `hold` copies data to; see CHUNK_BYTES. */
+  #chunk = new Uint8Array(0)
+  #chunkUsed = 0
 
   /** `lastSeq`: the last record already published (on disk) when the ring starts, empty. */
   constructor(lastSeq: number, maxBytes: number, maxRecords: number) {
     this.#next = lastSeq + 1
     this.#maxBytes = maxBytes
-    this.#maxRecords = maxRecords
-    this.#slots = new Array<LogRecord | undefined>(maxRecords).fill(undefined)
-    this.#sizes = new Array<number>(maxRecords).fill(0)
+    // No bytes holds no record either: off, as with no records.
+    this.#maxRecords = maxBytes === 0 ? 0 : maxRecords
+    this.#slots = new Array<LogRecord | undefined>(this.#maxRecords).fill(undefined)
+    this.#sizes = new Array<number>(this.#maxRecords).fill(0)
   }
-
-  #chunk = new Uint8Array(0)
-  #chunkUsed = 0
 
   /**
    * The record as the ring will keep it, made at append: its own copy of the data, so the

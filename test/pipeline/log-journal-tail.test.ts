@@ -217,6 +217,10 @@ t.test('a record is in no read before its append resolves (fsync always)', async
 t.test('the ring can be turned off: every read goes to the files', async (t) => {
   const { open } = await journalDir(t)
   const log = await open({ tailCacheRecords: 0 })
+  t.equal(new TailRing(0, 0, 100).hold(1, 1, 'x', '', bytes('x')).data.byteLength, 1)
+  const noBytes = new TailRing(0, 0, 100)
+  noBytes.push(noBytes.hold(1, 1, 'x', '', bytes('x')))
+  t.equal(noBytes.records, 0, 'no bytes is off too')
   await appendN(log, 1, 3)
   const c = await log.consumer('files')
   const opens = countSegmentOpens(t)
