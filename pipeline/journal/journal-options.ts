@@ -81,8 +81,8 @@ export interface FilledJournalOptions {
  * 7 days of ~55 KB/s sustained (about 50 signals/s of 1 KB), or the first ~35 minutes of
  * a flood at the measured 16,000 accepted/s before the oldest records go.
  *
- * The memory tail: 8 MiB or 16,384 records, whichever is reached first, about 8 s of the
- * delivery benchmark's 1,000 signals/s of ~1 KB (and ~0.5 s of the ingest peak), which
+ * The memory tail: 8 MiB or 16,384 records, whichever is reached first, about 6 s of the
+ * delivery benchmark's 1,000 signals/s of ~1 KB (and ~0.4 s of the ingest peak), which
  * covers consumers that follow the log's end (the delivery tail, the recorder, webhook
  * workers) with room for a pause; one further behind reads the files, as before.
  */
