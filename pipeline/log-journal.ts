@@ -17,6 +17,12 @@
  * 202 for it; a stored consumer position never points past what the log kept, since the
  * log is synced before positions are written.
  *
+ * The last records published are also kept in memory (journal/tail-ring.ts: 8 MiB or
+ * 16,384 records by default), and reads from a seq they cover, which is every fetch of a
+ * consumer that follows the log's end, are served from there instead of the files. They
+ * enter it in the same step that publishes them to the files' readers, so the rule above
+ * holds for them alike.
+ *
  * Retention (by age, by size, see journal-options.ts) removes whole sealed segments,
  * after every roll, once a minute, and at open; the active segment is never removed.
  *
@@ -42,6 +48,7 @@ import { SegmentReader } from './journal/segment-reader.js'
 import { SegmentWriter } from './journal/segment-writer.js'
 import type { PendingRecord } from './journal/segment-writer.js'
 import { SignalLogBase } from './journal/signal-log-base.js'
+import { copiesOf, TailRing } from './journal/tail-ring.js'
 
 export type { JournalOptions } from './journal/journal-options.js'
 export { JOURNAL_DEFAULTS } from './journal/journal-options.js'
@@ -88,6 +95,8 @@ export async function openJournal(opts: JournalOptions): Promise<Journal> {
 interface OpenState {
   readonly writer: SegmentWriter
   readonly reader: SegmentReader
+  /** The records published last, for reads at the log's end. */
+  readonly ring: TailRing
   readonly commits: GroupCommit<PendingRecord>
   readonly dedup: DedupIndex
   readonly consumers: ConsumerPositions
@@ -140,17 +149,28 @@ class JournalLog extends SignalLogBase implements Journal {
     if (rec.truncated !== undefined) o.onRepair(rec.truncated)
     const dedup = new DedupIndex(o.dedupWindowMs)
     for (const seed of rec.dedup) dedup.add(seed.id, seed.seq, seed.time)
+    const active = rec.segments[rec.segments.length - 1]!
+    const ring = new TailRing(active.lastSeq, o.tailCacheBytes, o.tailCacheRecords)
     const writer = new SegmentWriter(
-      { dir: o.dir, fsync: o.fsync, segmentBytes: o.segmentBytes, retention: retentionRule(o), onWarning: o.onWarning },
+      {
+        dir: o.dir,
+        fsync: o.fsync,
+        segmentBytes: o.segmentBytes,
+        retention: retentionRule(o),
+        onWarning: o.onWarning,
+        onPublished: (group) => {
+          for (const p of group) ring.push(p.record)
+        },
+      },
       rec.segments,
       rec.activeHandle,
       await open(o.dir, 'r'),
     )
-    const active = rec.segments[rec.segments.length - 1]!
     const waiters = new AppendWaiters()
     const s: OpenState = {
       writer,
       reader: new SegmentReader(() => writer.segments),
+      ring,
       commits: new GroupCommit<PendingRecord>({
         // Woken only once the batch is published to readers, that is durable per policy.
         commit: (records) => writer.write(records).then(() => waiters.wake(lastSeqOf(writer.segments))),
@@ -237,7 +257,7 @@ class JournalLog extends SignalLogBase implements Journal {
     const buf = encodeRecord(seq, time, id, data, source)
     s.lastSeq = seq
     s.lastTime = time
-    const durable = s.commits.submit({ buf, seq, time })
+    const durable = s.commits.submit({ buf, seq, time, record: s.ring.hold(seq, time, dedupId, sourceId, data) })
     if (dedupOn) {
       const entry = s.dedup.add(dedupId, seq, time, durable)
       // Duplicates await `pending` and see the failure; nobody else may, so mark it handled.
@@ -248,7 +268,23 @@ class JournalLog extends SignalLogBase implements Journal {
   }
 
   protected override onRead(start: ReadStart, max: number): Promise<LogRecord[]> {
-    return this.#s!.reader.read(start, max)
+    return 'fromSeq' in start ? this.#readFrom(start.fromSeq, max, null) : this.#s!.reader.read(start, max)
+  }
+
+  /**
+   * Up to `max` records from the first held at or after `fromSeq`: from memory when the
+   * tail ring holds that record, else from the files. Records of a source other than
+   * `only`, when given, may be the ring's own objects, for a filtered consumer that looks
+   * at their seq and source and skips them: copying what it never hands out would cost a
+   * copy per record per webhook consumer.
+   */
+  #readFrom(fromSeq: number, max: number, only: string | null): Promise<LogRecord[]> {
+    const s = this.#s!
+    // Never from before the first record held: the ring may still hold records retention
+    // removed, and a consumer learns of a loss from the seq of the first record it reads.
+    const held = s.ring.read(Math.max(fromSeq, s.writer.segments[0]!.firstSeq), max)
+    if (held === undefined) return s.reader.read({ fromSeq }, max)
+    return Promise.resolve(copiesOf(held, only))
   }
 
   protected override async onInfo(): Promise<LogInfo> {
@@ -300,7 +336,7 @@ class JournalLog extends SignalLogBase implements Journal {
 
   /** What the journal's consumers use of it. */
   readonly #host = {
-    read: (fromSeq: number, max: number) => this.#s!.reader.read({ fromSeq }, max),
+    read: (fromSeq: number, max: number, only: string | null) => this.#readFrom(fromSeq, max, only),
     waitForAppend: (afterSeq: number, ms: number, signals: readonly AbortSignal[]) => {
       const s = this.#s!
       return s.waiters.wait(lastSeqOf(s.writer.segments), afterSeq, ms, signals)

@@ -15,8 +15,12 @@ import { checkAckSeq, checkFetchArgs, consumeBatches } from './signal-log-base.j
 
 /** What the consumer needs of the journal; each call runs as an operation of the open log. */
 export interface ConsumerHost {
-  /** Up to `max` records from the first held at or after `fromSeq`. */
-  read(fromSeq: number, max: number): Promise<LogRecord[]>
+  /**
+   * Up to `max` records from the first held at or after `fromSeq`. Records of a source
+   * other than `only` (when not null) may be shared with other readers: they are looked
+   * at, never handed out.
+   */
+  read(fromSeq: number, max: number, only: string | null): Promise<LogRecord[]>
   /** Resolves once a record past `afterSeq` is readable, after `ms`, or on either abort. */
   waitForAppend(afterSeq: number, ms: number, signals: readonly AbortSignal[]): Promise<void>
   /** Stores the acknowledged position durably. */
@@ -112,7 +116,7 @@ export class JournalConsumer implements LogConsumer {
     let lost: { fromSeq: number; toSeq: number; count: number } | null = null
     const step = this.sourceId === null ? max : SCAN_RECORDS
     for (;;) {
-      const batch = await this.#host.read(this.#next, step)
+      const batch = await this.#host.read(this.#next, step, this.sourceId)
       if (batch.length === 0) break
       let stopped = false
       for (const r of batch) {

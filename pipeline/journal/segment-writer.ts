@@ -10,7 +10,7 @@
  */
 import { open } from 'node:fs/promises'
 import type { FileHandle } from 'node:fs/promises'
-import type { FsyncPolicy } from '../log.js'
+import type { FsyncPolicy, LogRecord } from '../log.js'
 import { isOutOfDescriptors, unlinkIfPresent, writeFully } from '../../storage/index.js'
 import { ioError, LogError } from '../log-error.js'
 import { Segment } from './segment-file.js'
@@ -19,6 +19,8 @@ export interface PendingRecord {
   readonly buf: Buffer
   readonly seq: number
   readonly time: number
+  /** The record decoded, for readers served from memory (see tail-ring.ts). */
+  readonly record: LogRecord
 }
 
 /** How many of the oldest segments retention removes now; the active (last) one is never removed. */
@@ -32,6 +34,11 @@ export interface SegmentWriterOptions {
   readonly retention: RetentionRule
   /** A roll put off for want of a file descriptor (see `#roll`); at most one line per 10 s. */
   readonly onWarning?: (message: string, err: unknown) => void
+  /**
+   * Told of each group in the same synchronous step that publishes it to readers (durable
+   * per policy by then), so what it keeps of them is never ahead of, nor behind, the files.
+   */
+  readonly onPublished?: (group: readonly PendingRecord[]) => void
 }
 
 /** How far past `segmentBytes` the active segment may grow while no new file can be opened. */
@@ -147,6 +154,7 @@ export class SegmentWriter {
       active.noteRecord(rec.seq, rec.time, offset, rec.buf.length)
       offset += rec.buf.length
     }
+    this.#opts.onPublished?.(group)
   }
 
   /**

@@ -9,6 +9,7 @@ import t from 'tap'
 import { openJournal } from '../../pipeline/log-journal.js'
 import type { Journal, JournalOptions } from '../../pipeline/log-journal.js'
 import type { SignalLog } from '../../pipeline/log.js'
+import { TailRing } from '../../pipeline/journal/tail-ring.js'
 import { payloadFor } from '../fixtures/journal-writer.js'
 import { logContract } from './log-contract.js'
 import type { TapTest } from './log-contract.js'
@@ -19,16 +20,21 @@ const WINDOW = 20 * 60_000
 logContract(t, 'journal', (dir) => openJournal({ dir, fsync: 'always', dedupWindowMs: WINDOW, segmentBytes: 4096 }), {
   expire: async (log, beforeSeq) => void (await (log as Journal).purge(beforeSeq)),
   // What running out of file descriptors does to the journal: opening a segment to read
-  // it, or the consumer positions file to replace it, fails with EMFILE.
+  // it, or the consumer positions file to replace it, fails with EMFILE. Reads the memory
+  // tail covers need no descriptor, so the hook also sends every read to the files, as
+  // for records that have left the tail.
   makeUnavailable: async () => {
     const realOpen = fs.promises.open
+    const realRead = TailRing.prototype.read
     fs.promises.open = (async () => {
       throw Object.assign(new Error('EMFILE: too many open files'), { code: 'EMFILE' })
     }) as typeof fs.promises.open
     syncBuiltinESMExports()
+    TailRing.prototype.read = () => undefined
     return async () => {
       fs.promises.open = realOpen
       syncBuiltinESMExports()
+      TailRing.prototype.read = realRead
     }
   },
 })
