@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { apiRequest } from '../../harness/api-request.js'
 import type { BenchGateway } from '../ingest/gateway-process.js'
@@ -10,22 +9,12 @@ import { Receiver } from './receivers.js'
 import type { BenchRental, BenchSource } from './setup.js'
 import { openDrainStream } from './drain-stream.js'
 import { openStream, type OnEvent, type SseStream } from './sse-client.js'
+import { vmRssKb, waitFor } from './wait-and-rss.js'
 
 /**
  * The four measurements. Each returns plain figures; a phase that could not finish says
  * why in `notMeasured` instead of a number.
  */
-
-const vmRssKb = (pid: number): number => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0)
-
-async function waitFor(done: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs
-  while (!done()) {
-    if (performance.now() > deadline) return false
-    await sleep(50)
-  }
-  return true
-}
 
 /** `perRental` streams per rental; the first `parsedPerRental` of each rental parsed and handed to `onEvent`, the rest drained unparsed. */
 async function openAll(gw: BenchGateway, rentals: readonly BenchRental[], perRental: number, parsedPerRental: number, onEvent: OnEvent, lastEventId?: string, batch = 500): Promise<{ streams: SseStream[]; statuses: Record<string, number> }> {

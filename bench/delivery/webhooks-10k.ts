@@ -1,4 +1,3 @@
-import { readFileSync } from 'node:fs'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { apiRequest } from '../../harness/api-request.js'
 import { freePort, launchGateway } from '../../harness/gateway-launcher.js'
@@ -7,6 +6,7 @@ import { ProcessSampler } from '../ingest/process-sampler.js'
 import { Pusher } from './pusher.js'
 import { SharedReceiver } from './receivers.js'
 import { benchSources, type BenchSource } from './setup.js'
+import { vmRssKb, waitFor } from './wait-and-rss.js'
 
 /**
  * Webhooks at scale, on a gateway of its own: `rentals` rentals with webhooks over
@@ -43,16 +43,7 @@ export interface ScaleResult {
 /** Lanes of setup requests, and the least number of renters (a renter holds at most 100 open rentals). */
 const LANES = 16
 
-const vmRssMb = (pid: number): number => Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024
-
-async function waitFor(done: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = performance.now() + timeoutMs
-  while (!done()) {
-    if (performance.now() > deadline) return false
-    await sleep(50)
-  }
-  return true
-}
+const vmRssMb = (pid: number): number => vmRssKb(pid) / 1024
 
 /** Runs `task(i)` for i below `count`, `lanes` at a time. */
 async function inLanes(count: number, lanes: number, task: (i: number) => Promise<void>): Promise<void> {
