@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { KvTicketStore, MemoryTicketStore } from '../../delivery/index.js'
 import { fileKvBuckets, type KvBucket } from '../../storage/index.js'
-import { newHash, ticketContract, type TapTest } from '../helpers/ticket-contract.js'
+import { newHash, ticketContract, type TapTest } from '../contracts/ticket-contract.js'
 
 /**
  * Stream tickets: both adapters pass one contract; the key-value adapter also shares its

@@ -7,7 +7,7 @@ import { JOURNAL_DEFAULTS, openJournal } from '../../pipeline/log-journal.js'
 import type { Journal, JournalOptions } from '../../pipeline/log-journal.js'
 import { segmentFileName } from '../../pipeline/journal/segment-file.js'
 import { encodeRecordV1 } from '../fixtures/journal-v1.js'
-import type { TapTest } from './log-contract.js'
+import type { TapTest } from '../contracts/log-contract.js'
 
 const DAY = 86_400_000
 const T0 = Date.UTC(2025, 0, 1)

@@ -16,7 +16,7 @@ import { openJournal } from '../../pipeline/log-journal.js'
 import type { Journal, JournalOptions } from '../../pipeline/log-journal.js'
 import type { LogRecord } from '../../pipeline/log.js'
 import { copiesOf, TailRing } from '../../pipeline/journal/tail-ring.js'
-import type { TapTest } from './log-contract.js'
+import type { TapTest } from '../contracts/log-contract.js'
 
 const WINDOW = 20 * 60_000
 const bytes = (s: string): Uint8Array => new TextEncoder().encode(s)

@@ -11,8 +11,8 @@ import type { Journal, JournalOptions } from '../../pipeline/log-journal.js'
 import type { SignalLog } from '../../pipeline/log.js'
 import { TailRing } from '../../pipeline/journal/tail-ring.js'
 import { payloadFor } from '../fixtures/journal-writer.js'
-import { logContract } from './log-contract.js'
-import type { TapTest } from './log-contract.js'
+import { logContract } from '../contracts/log-contract.js'
+import type { TapTest } from '../contracts/log-contract.js'
 
 const WINDOW = 20 * 60_000
 

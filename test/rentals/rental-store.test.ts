@@ -5,7 +5,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import { isActive, Rentals, type RentalRecord, type RentalsOptions } from '../../rentals/index.js'
 import { fileKvBuckets, type KvBucket } from '../../storage/index.js'
-import type { TapTest } from '../helpers/kv-contract.js'
+import type { TapTest } from '../contracts/kv-contract.js'
 
 const DAY = 86_400_000
 

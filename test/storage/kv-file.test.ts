@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { fileKvBuckets, type KvBucketLimits } from '../../storage/index.js'
 import { valueFor } from '../fixtures/kv-writer.js'
-import { kvContract, type TapTest } from '../helpers/kv-contract.js'
+import { kvContract, type TapTest } from '../contracts/kv-contract.js'
 
 kvContract(t, 'file', (dir, name, limits) => fileKvBuckets({ dir })(name, limits))
 
