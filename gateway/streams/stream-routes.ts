@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { TicketStoreFullError, type EventPosition, type RentalDisputes, type StreamHub, type StreamSession, type TicketStore } from '../../delivery/index.js'
+import { TicketLimitError, TicketStoreFullError, type EventPosition, type RentalDisputes, type StreamHub, type StreamSession, type TicketStore } from '../../delivery/index.js'
 import type { SignalLog } from '../../pipeline/index.js'
 import type { Principal } from '../../registry/index.js'
 import type { RentalRecord, Rentals } from '../../rentals/index.js'
@@ -100,8 +100,12 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
     const ticket = randomBytes(32).toString('base64url')
     const expiresAt = now() + o.ticketTtlMs
     try {
-      await o.tickets.put(hashTicket(ticket), { rental_id: rental.rental_id, renter_id: rental.renter_id, ...(principal.tokenId !== null && { token_id: principal.tokenId }) }, expiresAt)
+      await o.tickets.put(hashTicket(ticket), { rental_id: rental.rental_id, renter_id: rental.renter_id, ...(principal.tokenId !== null && { token_id: principal.tokenId }) }, expiresAt, now())
     } catch (err) {
+      if (err instanceof TicketLimitError) {
+        const what = err.scope === 'rental' ? 'this rental has' : 'you have'
+        throw new ApiError('rate_limited', `${what} the most stream tickets outstanding at once; use or let expire one, or retry after Retry-After`, { retryAfter: Math.max(1, Math.ceil(err.retryAfterMs / 1000)), cause: err })
+      }
       if (err instanceof TicketStoreFullError) throw new ApiError('overloaded', 'too many stream tickets are outstanding; retry', { retryAfter: 5, cause: err })
       throw err
     }

@@ -9,8 +9,8 @@ import { startTestGateway } from '../helpers/gateway-process.js'
  * The rules of the event stream and polling that a black-box probe checked, through a real
  * gateway: revoking a token ends its streams and its tickets, made-up resume points are
  * refused, HEAD counts against the cap, unknown and repeated query parameters are refused,
- * a ticket is spent only by a request that passed every check, the 204's status line,
- * the end event's id, and the first heartbeat.
+ * a ticket is spent only by a request that passed every check, tickets are bounded per
+ * rental and per renter, the 204's status line, the end event's id, and the first heartbeat.
  */
 
 let counter = 0
@@ -86,7 +86,9 @@ function statusLine(port: number, path: string, headers: Record<string, string>)
 }
 
 t.test('event stream and polling rules', async (t) => {
-  const gw = await startTestGateway(t, { env: { STREAM_HEARTBEAT_MS: '1500', STREAM_RETRY_MS: '50', STREAM_END_SETTLE_MS: '300', STREAM_MAX_PER_RENTAL: '2' } })
+  const gw = await startTestGateway(t, {
+    env: { STREAM_HEARTBEAT_MS: '1500', STREAM_RETRY_MS: '50', STREAM_END_SETTLE_MS: '300', STREAM_MAX_PER_RENTAL: '2', STREAM_TICKETS_MAX_PER_RENTAL: '3', STREAM_TICKETS_MAX_PER_RENTER: '5' },
+  })
   const src = await provision(gw)
   const pushOne = async (s = src) => {
     const res = await push(gw, s.sign(payload(s.sourceId)))
@@ -207,6 +209,39 @@ t.test('event stream and polling rules', async (t) => {
     const again = await fetch(`${gw.url}/v1/rentals/${active}/events?ticket=${ticket}`)
     t.equal(again.status, 401, 'then it is spent')
     await again.body?.cancel()
+  })
+
+  t.test('stream tickets are bounded per rental and per renter: past either 429 with Retry-After, and other renters keep getting theirs', async (t) => {
+    const greedy = await renter(gw)
+    const other = await renter(gw)
+    const rentals: string[] = []
+    for (let i = 0; i < 3; i++) rentals.push(await rent(gw, { renter_id: greedy.subject, source_id: src.sourceId }))
+    const [one, two, three] = rentals as [string, string, string]
+    const issue = (token: string, rentalId: string) => call(gw.url, 'POST', `/v1/rentals/${rentalId}/stream-tickets`, { token })
+    const held: string[] = []
+    for (let i = 0; i < 3; i++) held.push(await ticketOf(gw, greedy.token, one))
+    const rentalFull = await issue(greedy.token, one)
+    t.equal(rentalFull.status, 429, 'a fourth ticket on the rental')
+    t.equal(rentalFull.body.error.code, 'rate_limited')
+    t.match(rentalFull.body.error.message, /this rental has the most stream tickets/)
+    const wait = Number(rentalFull.headers.get('retry-after'))
+    t.ok(wait >= 55 && wait <= 60, `Retry-After ${wait}: until the oldest of the rental's tickets expires (60 s tickets)`)
+
+    const theirs = await rent(gw, { renter_id: other.subject, source_id: src.sourceId })
+    t.equal((await issue(other.token, theirs)).status, 201, "another renter's rental still gets tickets")
+
+    t.equal((await issue(greedy.token, two)).status, 201)
+    t.equal((await issue(greedy.token, two)).status, 201)
+    const renterFull = await issue(greedy.token, three)
+    t.equal(renterFull.status, 429, 'a sixth ticket over the renter\'s rentals, on a rental that holds none')
+    t.match(renterFull.body.error.message, /you have the most stream tickets/)
+    t.ok(Number(renterFull.headers.get('retry-after')) >= 55, 'with Retry-After')
+    t.equal((await issue(other.token, theirs)).status, 201, 'the other renter still gets tickets')
+
+    const opened = await fetch(`${gw.url}/v1/rentals/${one}/events?ticket=${held[0]}`)
+    t.equal(opened.status, 200, 'a held ticket opens its stream')
+    await opened.body!.cancel()
+    t.equal((await issue(greedy.token, three)).status, 201, 'and, spent, gives its places back')
   })
 
   t.test('the first heartbeat comes one interval after the stream opens, not sooner', async (t) => {
