@@ -79,6 +79,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
         heartbeatMs: config.STREAM_HEARTBEAT_MS,
         retryMs: config.STREAM_RETRY_MS,
         bufferBytes: config.STREAM_BUFFER_BYTES,
+        stallMs: config.STREAM_STALL_TIMEOUT_MS,
         endSettleMs: config.STREAM_END_SETTLE_MS,
       },
     },

@@ -6,7 +6,7 @@ export { compareCursors, cursorEventId, cursorOf, deliverableEnd, disputeEventsO
 export { lastEventSeq } from './rental-end.js'
 export { LiveTail, LIVE_CONSUMER } from './live-tail.js'
 export { StreamHub, type StreamHubOptions } from './stream-hub.js'
-export { StreamSession, type EventSink, type LatencyObserver } from './stream-session.js'
+export { STREAM_DISCONNECT_REASONS, StreamSession, type EventSink, type LatencyObserver, type StreamDisconnectReason } from './stream-session.js'
 export { TicketLimitError, TicketStoreFullError, type TicketBounds, type TicketGrant, type TicketLimitScope, type TicketStore } from './ticket-store.js'
 export { MemoryTicketStore } from './ticket-memory.js'
 export { KvTicketStore, type KvTicketStoreOptions } from './ticket-kv.js'

@@ -21,6 +21,8 @@ export interface StreamRouteOptions {
   readonly heartbeatMs: number
   readonly retryMs: number
   readonly bufferBytes: number
+  /** A stream whose reader takes nothing for this long while a write waits is closed (stalled_reader). */
+  readonly stallMs: number
   readonly now?: () => number
 }
 
@@ -88,10 +90,18 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
     for (const s of sinks) s.tick(HEARTBEAT_STEPS)
   }, o.heartbeatMs / HEARTBEAT_STEPS)
   heartbeat.unref()
+  // Stalls are checked ten times per timeout, so a stalled stream is closed 100 to 110 % of
+  // it after the socket last took something: always before uWS's own 10 s timeout, which
+  // would close it unseen (STREAM_STALL_TIMEOUT_MS stays at or below 8 s for that).
+  const stallClock = setInterval(() => {
+    const at = Date.now()
+    for (const s of sinks) s.checkStall(at, o.stallMs)
+  }, Math.max(10, o.stallMs / 10))
+  stallClock.unref()
   // A revoked token stops working at once: the streams it opened, itself or by a ticket, end.
   const byToken = new OwnerSets<SseSink>()
   const stopRevocations = parts.registry.watchRevocations((tokenIds) => {
-    for (const id of tokenIds) for (const s of byToken.take(id)) s.end()
+    for (const id of tokenIds) for (const s of byToken.take(id)) s.end('token_revoked')
   })
 
   jsonRoute(parts, 'post', '/v1/rentals/:rental_id/stream-tickets', { access: 'renter' }, async ({ principal, params, body }) => {
@@ -144,7 +154,7 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
       if (sink !== undefined) {
         // The status is out: cut the stream; the client resumes from its last event id.
         parts.logger.warn({ request_id: reply.requestId, err }, 'event stream failed; connection closed')
-        if (!sink.closed && !reply.aborted) res.close()
+        if (!reply.aborted) sink.drop('error')
         return
       }
       if (err instanceof ApiError) return reply.fail(err)
@@ -193,7 +203,7 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
           release()
           return reply.sendText(200, 'text/event-stream; charset=utf-8', '')
         }
-        sink = new SseSink(res, reply, o.bufferBytes, flushes, () => o.hub.eventsSent++, () => o.hub.slowDisconnects++, () => release())
+        sink = new SseSink(res, reply, o.bufferBytes, flushes, () => o.hub.eventsSent++, (reason) => o.hub.disconnected(reason), () => release())
         sinks.add(sink)
         byToken.add(tokenId, sink)
         sinkToken = tokenId
@@ -208,11 +218,12 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
 
   return {
     closeAll: () => {
-      for (const s of sinks) s.end()
+      for (const s of sinks) s.end('shutdown')
       sinks.clear()
     },
     stop: () => {
       clearInterval(heartbeat)
+      clearInterval(stallClock)
       stopRevocations()
     },
   }

@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 import { call, payload, provision, push } from '../helpers/api.js'
+import { parsePrometheusText, sampleValue } from '../helpers/prometheus-text.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 
 /**
@@ -10,7 +11,8 @@ import { startTestGateway } from '../helpers/gateway-process.js'
  * gateway: revoking a token ends its streams and its tickets, made-up resume points are
  * refused, HEAD counts against the cap, unknown and repeated query parameters are refused,
  * a ticket is spent only by a request that passed every check, tickets are bounded per
- * rental and per renter, the 204's status line, the end event's id, and the first heartbeat.
+ * rental and per renter, the 204's status line, the end event's id, the first heartbeat,
+ * and each stream the server closed counted once under its reason in /metrics.
  */
 
 let counter = 0
@@ -286,5 +288,26 @@ t.test('event stream and polling rules', async (t) => {
     const resumed = await (await fetch(`${gw.url}/v1/rentals/${id}/events?last_event_id=${last}`, auth(carol.token))).text()
     t.match(resumed, new RegExp(`id: ${last}\\.end\\n`), 'a stream resumed at the last event: the same id')
     t.equal(await statusLine(gw.port, `/v1/rentals/${id}/events`, { authorization: `Bearer ${carol.token}`, 'last-event-id': `${last}.end` }), 'HTTP/1.1 204 No Content', "a 204's status line")
+  })
+
+  t.test('every stream the server closed is counted once under its reason; the ones left by their clients are not', async (t) => {
+    const page = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
+    const metrics = parsePrometheusText(await page.text())
+    const counted = (reason: string) => sampleValue(metrics, 'sgw_stream_disconnects_total', { reason })
+    // Two by the revocation (opened with the token, and with its ticket), two by the end (the stream and the resumed one).
+    t.equal(counted('token_revoked'), 2, 'token_revoked')
+    t.equal(counted('rental_ended'), 2, 'rental_ended')
+    for (const reason of ['slow_reader', 'stalled_reader', 'shutdown', 'error']) t.equal(counted(reason), 0, `${reason}: none happened`)
+    t.equal(metrics.get('sgw_stream_slow_disconnects_total'), undefined, 'the old slow-only counter is gone')
+
+    const last = await renter(gw)
+    const id = await rent(gw, { renter_id: last.subject, source_id: src.sourceId })
+    const open = [streamReader(await fetch(`${gw.url}/v1/rentals/${id}/events`, auth(last.token))), streamReader(await fetch(`${gw.url}/v1/rentals/${id}/events`, auth(last.token)))]
+    for (const s of open) await s.until(() => s.state.text.includes('retry:'))
+    await gw.stop()
+    for (const s of open) await s.until(() => false, 2000)
+    t.same(open.map((s) => s.state.ended), [true, true], 'SIGTERM closes the open streams')
+    const line = gw.output.find((l) => l.includes('closed for the shutdown'))
+    t.equal(line === undefined ? undefined : JSON.parse(line).streams_closed, 2, 'counted as shutdown, each once')
   })
 })
