@@ -4,7 +4,7 @@ import type { DeliveryRouteOptions } from './gateway/role-routes.js'
 import type { Rentals } from './rentals/index.js'
 import type { ServiceCore } from './service-setup.js'
 
-/** Stream tickets outstanding at once, all rentals together; past it a new one gets 503 overloaded. */
+/** Stream tickets outstanding at once, all renters together: the last bound, past the per-rental and per-renter ones; past it a new one gets 503 overloaded. */
 export const STREAM_TICKETS_MAX = 100_000
 
 /** Delivery latency buckets in milliseconds: a live stream's few milliseconds up to a webhook retried for an hour. */
@@ -56,8 +56,10 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
         : logger.warn({ err, rental_id: rentalId }, 'webhook delivery loop failed; it starts again shortly'),
   })
   // Tickets on the key-value port: one issued here opens a stream on any process sharing the bucket.
+  const ticketBounds = { maxPerRental: config.STREAM_TICKETS_MAX_PER_RENTAL, maxPerRenter: config.STREAM_TICKETS_MAX_PER_RENTER }
   const ticketsBucket = await steps.time('tickets', () => core.openBucket('tickets', KvTicketStore.bucketLimits(STREAM_TICKETS_MAX)))
-  const tickets = await KvTicketStore.open({ bucket: ticketsBucket, sweepMs: config.STREAM_TICKET_TTL_MS, onWarning: (message, err) => logger.warn({ err }, message) })
+  const holdingsBucket = await steps.time('ticket_holdings', () => core.openBucket('ticket-holdings', KvTicketStore.holdingsLimits(STREAM_TICKETS_MAX, ticketBounds)))
+  const tickets = await KvTicketStore.open({ bucket: ticketsBucket, holdings: holdingsBucket, bounds: ticketBounds, sweepMs: config.STREAM_TICKET_TTL_MS, onWarning: (message, err) => logger.warn({ err }, message) })
   const streamLatency = new MillisecondsHistogram(
     'sgw_stream_delivery_latency_seconds',
     'From the log storing a signal to its byo.signal.accepted event being written to a live rental event stream, per stream (events replayed on a resume not included).',
@@ -77,6 +79,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
         heartbeatMs: config.STREAM_HEARTBEAT_MS,
         retryMs: config.STREAM_RETRY_MS,
         bufferBytes: config.STREAM_BUFFER_BYTES,
+        stallMs: config.STREAM_STALL_TIMEOUT_MS,
         endSettleMs: config.STREAM_END_SETTLE_MS,
       },
     },
@@ -86,7 +89,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
       await tail.close()
       await tickets.close()
       let failure: unknown
-      for (const close of [() => ticketsBucket.close(), () => webhooksBucket.close()]) await close().catch((err: unknown) => (failure ??= err))
+      for (const close of [() => ticketsBucket.close(), () => holdingsBucket.close(), () => webhooksBucket.close()]) await close().catch((err: unknown) => (failure ??= err))
       if (failure !== undefined) throw failure
     },
   }

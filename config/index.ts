@@ -71,7 +71,10 @@ const Env = {
   STREAM_HEARTBEAT_MS: { type: 'int', default: 15_000, min: 100, max: 300_000, help: 'period of the comment line (": ping") each open event stream gets' },
   STREAM_RETRY_MS: { type: 'int', default: 3000, min: 0, max: 600_000, help: 'the reconnection delay (SSE retry:) streams tell their clients' },
   STREAM_BUFFER_BYTES: { type: 'int', default: 1024 * 1024, min: 16 * 1024, max: 256 * 1024 * 1024, help: 'bytes of events one stream may have waiting for a slow reader; past it the stream is disconnected (the client resumes from its last event id)' },
+  STREAM_STALL_TIMEOUT_MS: { type: 'int', default: 8000, min: 100, max: 8000, help: 'an event stream whose reader takes nothing for this long while events wait to be written is disconnected (the client resumes from its last event id); at most 8 s, as the HTTP server closes such a connection itself after 10 s' },
   STREAM_TICKET_TTL_MS: { type: 'int', default: 60_000, min: 1000, max: 3_600_000, help: 'how long a stream ticket (POST /v1/rentals/:id/stream-tickets) stays valid; each is good for one stream' },
+  STREAM_TICKETS_MAX_PER_RENTAL: { type: 'int', default: 20, min: 1, max: 1000, help: 'stream tickets one rental may have outstanding (issued, not used, not expired) at once, over every process sharing the tickets; the next gets 429 with Retry-After' },
+  STREAM_TICKETS_MAX_PER_RENTER: { type: 'int', default: 200, min: 1, max: 5000, help: 'stream tickets one renter may have outstanding at once over all its rentals, over every process sharing the tickets; the next gets 429 with Retry-After' },
   STREAM_END_SETTLE_MS: { type: 'int', default: 2000, min: 0, max: 120_000, help: 'how long after a rental ends its streams and polls wait before byo.rental.ended, for signals received before the end whose append lands just after it' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const

@@ -4,7 +4,7 @@ import { isFinal, type RentalRecord, type Rentals } from '../rentals/index.js'
 import type { EventPosition } from './event-id.js'
 import type { LiveTail } from './live-tail.js'
 import { cursorOf } from './rental-events.js'
-import { StreamSession, type EventSink, type LatencyObserver } from './stream-session.js'
+import { STREAM_DISCONNECT_REASONS, StreamSession, type EventSink, type LatencyObserver, type StreamDisconnectReason } from './stream-session.js'
 
 export interface StreamHubOptions {
   readonly log: SignalLog
@@ -38,13 +38,19 @@ export class StreamHub {
   readonly #timers = new Set<NodeJS.Timeout>()
   #open = 0
   eventsSent = 0
-  slowDisconnects = 0
+  /** Streams the server closed since the start, by why. */
+  readonly disconnects = new Map<StreamDisconnectReason, number>(STREAM_DISCONNECT_REASONS.map((r) => [r, 0]))
 
   constructor(o: StreamHubOptions) {
     this.#o = o
     this.#now = o.now ?? Date.now
     this.#stops.push(o.rentals.onChange((r) => this.#changed(r)))
     this.#stops.push(o.registry.watchDisputes((changed) => this.#disputes(changed)))
+  }
+
+  /** Counts a stream the server closed. */
+  disconnected(reason: StreamDisconnectReason): void {
+    this.disconnects.set(reason, (this.disconnects.get(reason) ?? 0) + 1)
   }
 
   get openStreams(): number {

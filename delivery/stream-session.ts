@@ -9,13 +9,27 @@ import { compareCursors, DisputeQueue, type RentalCursor, type RentalDisputes } 
 import { sharedRentalEvent } from './shared-events.js'
 import { rentalEndedEvent } from './signal-event.js'
 
+/**
+ * Why the server closed a stream, as `sgw_stream_disconnects_total` counts it. A client
+ * that goes away is not counted: only what the server decides. A stream over the
+ * per-rental cap is refused with 429 before it opens, so the cap never closes one.
+ * - slow_reader: more than STREAM_BUFFER_BYTES waited for the reader.
+ * - stalled_reader: the reader took nothing for STREAM_STALL_TIMEOUT_MS while data waited.
+ * - token_revoked: the token that opened it (itself or through a ticket) was revoked.
+ * - rental_ended: after byo.rental.ended, or the rental no longer exists.
+ * - shutdown: the process is stopping (SIGTERM).
+ * - error: reading the log for it failed; the client resumes from its last event id.
+ */
+export const STREAM_DISCONNECT_REASONS = ['slow_reader', 'stalled_reader', 'token_revoked', 'rental_ended', 'shutdown', 'error'] as const
+export type StreamDisconnectReason = (typeof STREAM_DISCONNECT_REASONS)[number]
+
 /** Where a stream's events go: an SSE response. `send` returns false once the stream is to stop (the reader is too slow, or gone). */
 export interface EventSink {
   send(event: DeliveryEvent): boolean
   /** Resolves once the transport has taken what was sent (backpressure during replay). */
   writable(): Promise<void>
-  /** Ends the stream after what was sent. */
-  end(): void
+  /** Ends the stream after what was sent; `reason` is what /metrics counts it under. */
+  end(reason: StreamDisconnectReason): void
   readonly closed: boolean
 }
 
@@ -213,6 +227,6 @@ export class StreamSession {
 
   #close(): void {
     this.stop()
-    this.sink.end()
+    this.sink.end('rental_ended')
   }
 }

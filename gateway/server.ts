@@ -151,6 +151,8 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
         // Streams never finish by themselves: they end now, and their clients resume elsewhere.
         streams?.stop()
         streams?.closeAll()
+        const hub = options.delivery?.streams.hub
+        if (hub !== undefined) options.logger.info({ streams_closed: hub.disconnects.get('shutdown') }, 'open event streams closed for the shutdown; their clients resume on another process')
         if (inFlight > 0) {
           await new Promise<void>((resolve) => {
             drained = resolve

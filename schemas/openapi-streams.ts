@@ -18,7 +18,7 @@ export function streamPaths(): Record<string, unknown> {
     '/v1/rentals/{rental_id}/stream-tickets': {
       post: {
         security: bearer,
-        description: `${renterOnly}. A ticket for one event stream of this rental, for browsers' EventSource (which cannot send an Authorization header): single use, valid STREAM_TICKET_TTL_MS (60 s by default); 503 overloaded when too many are outstanding`,
+        description: `${renterOnly}. A ticket for one event stream of this rental, for browsers' EventSource (which cannot send an Authorization header): single use, valid STREAM_TICKET_TTL_MS (60 s by default); 429 rate_limited with Retry-After past STREAM_TICKETS_MAX_PER_RENTAL (20) outstanding tickets of the rental or STREAM_TICKETS_MAX_PER_RENTER (200) of the renter; 503 overloaded when too many are outstanding in all`,
         parameters: [rental],
         requestBody: noInput,
         responses: {

@@ -1,4 +1,4 @@
-import type { EventSink } from '../../delivery/index.js'
+import type { EventSink, StreamDisconnectReason } from '../../delivery/index.js'
 import type { DeliveryEvent } from '../../schemas/index.js'
 import type { Reply } from '../http/reply.js'
 import type { HttpResponse } from '../http/uws.js'
@@ -29,7 +29,10 @@ const CHUNK_HEAD_BYTES = 12
  * kept by uWS; frames after it wait in this sink's queue until `onWritable`. The queue,
  * frames not yet flushed included, is bounded by `limitBytes`: a reader that falls that
  * far behind is disconnected (it resumes from its last event id), so a slow reader costs
- * a bounded buffer and never slows the others.
+ * a bounded buffer and never slows the others. A reader that takes nothing at all while
+ * a write waits is disconnected after the stall timeout (`checkStall`), by this sink and
+ * counted, rather than left to uWS, which closes such a socket after 10 s as if the
+ * client had gone.
  */
 export class SseSink implements EventSink, Flushable {
   closed = false
@@ -47,6 +50,8 @@ export class SseSink implements EventSink, Flushable {
   #waiters: (() => void)[] = []
   /** Heartbeat ticks since a frame was last queued. */
   #quietTicks = 0
+  /** When the socket last refused a write with nothing taken since (ms), while `#blocked`. */
+  #blockedSince = 0
 
   constructor(
     private readonly res: HttpResponse,
@@ -54,7 +59,8 @@ export class SseSink implements EventSink, Flushable {
     private readonly limitBytes: number,
     private readonly scheduler: FlushScheduler,
     private readonly onSent: () => void,
-    private readonly onSlow: () => void,
+    /** Once, when the server closes the stream (not when the client leaves), with why. */
+    private readonly onDisconnect: (reason: StreamDisconnectReason) => void,
     /** Once, when the stream is over whichever way. */
     private readonly onClosed: () => void,
   ) {}
@@ -99,14 +105,33 @@ export class SseSink implements EventSink, Flushable {
     return new Promise((resolve) => this.#waiters.push(resolve))
   }
 
-  end(): void {
+  end(reason: StreamDisconnectReason): void {
     if (this.closed) return
     this.closed = true
+    this.onDisconnect(reason)
     // What waits in the queue goes first, a cork at a time, all of it (uWS keeps what the
     // socket does not take yet and sends it after); the response ends after it.
     while (this.#head < this.#frames.length) this.res.cork(() => this.#fillCork(false))
     this.#clear()
     this.res.cork(() => this.res.end())
+    this.#finish()
+  }
+
+  /**
+   * A step of the stall clock: a reader that has taken nothing for `stallMs` while a write
+   * waits is disconnected (it resumes from its last event id when it reads again).
+   */
+  checkStall(now: number, stallMs: number): void {
+    if (!this.closed && this.#blocked && now - this.#blockedSince >= stallMs) this.drop('stalled_reader')
+  }
+
+  /** Closes the connection now, dropping what waits: the reader is too slow or stalled, or the stream failed. */
+  drop(reason: StreamDisconnectReason): void {
+    if (this.closed) return
+    this.onDisconnect(reason)
+    this.closed = true
+    this.#clear()
+    this.res.close()
     this.#finish()
   }
 
@@ -131,7 +156,7 @@ export class SseSink implements EventSink, Flushable {
     this.#queued += frame.length
     if (!this.#blocked && this.#queued >= FLUSH_NOW_BYTES) this.#writeCorks(Infinity, true)
     if (this.#queued > this.limitBytes) {
-      this.#cut()
+      this.drop('slow_reader')
       return false
     }
     this.#schedule()
@@ -178,6 +203,7 @@ export class SseSink implements EventSink, Flushable {
       this.#queued -= frame.length
       if (!this.res.write(frame) && stopWhenRefused) {
         this.#blocked = true
+        this.#blockedSince = Date.now()
         if (!this.#watching) {
           this.#watching = true
           this.res.onWritable(() => this.#drain())
@@ -200,15 +226,6 @@ export class SseSink implements EventSink, Flushable {
     if (empty) this.#wakeWaiters()
     else this.#schedule()
     return true
-  }
-
-  /** The reader is too far behind: disconnect; it resumes from its last event id. */
-  #cut(): void {
-    this.onSlow()
-    this.closed = true
-    this.#clear()
-    this.res.close()
-    this.#finish()
   }
 
   #clear(): void {

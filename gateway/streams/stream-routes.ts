@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { TicketStoreFullError, type EventPosition, type RentalDisputes, type StreamHub, type StreamSession, type TicketStore } from '../../delivery/index.js'
+import { TicketLimitError, TicketStoreFullError, type EventPosition, type RentalDisputes, type StreamHub, type StreamSession, type TicketStore } from '../../delivery/index.js'
 import type { SignalLog } from '../../pipeline/index.js'
 import type { Principal } from '../../registry/index.js'
 import type { RentalRecord, Rentals } from '../../rentals/index.js'
@@ -21,6 +21,8 @@ export interface StreamRouteOptions {
   readonly heartbeatMs: number
   readonly retryMs: number
   readonly bufferBytes: number
+  /** A stream whose reader takes nothing for this long while a write waits is closed (stalled_reader). */
+  readonly stallMs: number
   readonly now?: () => number
 }
 
@@ -88,10 +90,18 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
     for (const s of sinks) s.tick(HEARTBEAT_STEPS)
   }, o.heartbeatMs / HEARTBEAT_STEPS)
   heartbeat.unref()
+  // Stalls are checked ten times per timeout, so a stalled stream is closed 100 to 110 % of
+  // it after the socket last took something: always before uWS's own 10 s timeout, which
+  // would close it unseen (STREAM_STALL_TIMEOUT_MS stays at or below 8 s for that).
+  const stallClock = setInterval(() => {
+    const at = Date.now()
+    for (const s of sinks) s.checkStall(at, o.stallMs)
+  }, Math.max(10, o.stallMs / 10))
+  stallClock.unref()
   // A revoked token stops working at once: the streams it opened, itself or by a ticket, end.
   const byToken = new OwnerSets<SseSink>()
   const stopRevocations = parts.registry.watchRevocations((tokenIds) => {
-    for (const id of tokenIds) for (const s of byToken.take(id)) s.end()
+    for (const id of tokenIds) for (const s of byToken.take(id)) s.end('token_revoked')
   })
 
   jsonRoute(parts, 'post', '/v1/rentals/:rental_id/stream-tickets', { access: 'renter' }, async ({ principal, params, body }) => {
@@ -100,8 +110,12 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
     const ticket = randomBytes(32).toString('base64url')
     const expiresAt = now() + o.ticketTtlMs
     try {
-      await o.tickets.put(hashTicket(ticket), { rental_id: rental.rental_id, renter_id: rental.renter_id, ...(principal.tokenId !== null && { token_id: principal.tokenId }) }, expiresAt)
+      await o.tickets.put(hashTicket(ticket), { rental_id: rental.rental_id, renter_id: rental.renter_id, ...(principal.tokenId !== null && { token_id: principal.tokenId }) }, expiresAt, now())
     } catch (err) {
+      if (err instanceof TicketLimitError) {
+        const what = err.scope === 'rental' ? 'this rental has' : 'you have'
+        throw new ApiError('rate_limited', `${what} the most stream tickets outstanding at once; use or let expire one, or retry after Retry-After`, { retryAfter: Math.max(1, Math.ceil(err.retryAfterMs / 1000)), cause: err })
+      }
       if (err instanceof TicketStoreFullError) throw new ApiError('overloaded', 'too many stream tickets are outstanding; retry', { retryAfter: 5, cause: err })
       throw err
     }
@@ -140,7 +154,7 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
       if (sink !== undefined) {
         // The status is out: cut the stream; the client resumes from its last event id.
         parts.logger.warn({ request_id: reply.requestId, err }, 'event stream failed; connection closed')
-        if (!sink.closed && !reply.aborted) res.close()
+        if (!reply.aborted) sink.drop('error')
         return
       }
       if (err instanceof ApiError) return reply.fail(err)
@@ -189,7 +203,7 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
           release()
           return reply.sendText(200, 'text/event-stream; charset=utf-8', '')
         }
-        sink = new SseSink(res, reply, o.bufferBytes, flushes, () => o.hub.eventsSent++, () => o.hub.slowDisconnects++, () => release())
+        sink = new SseSink(res, reply, o.bufferBytes, flushes, () => o.hub.eventsSent++, (reason) => o.hub.disconnected(reason), () => release())
         sinks.add(sink)
         byToken.add(tokenId, sink)
         sinkToken = tokenId
@@ -204,11 +218,12 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
 
   return {
     closeAll: () => {
-      for (const s of sinks) s.end()
+      for (const s of sinks) s.end('shutdown')
       sinks.clear()
     },
     stop: () => {
       clearInterval(heartbeat)
+      clearInterval(stallClock)
       stopRevocations()
     },
   }

@@ -15,7 +15,8 @@ import type { SignalAcceptedEvent } from '../../schemas/index.js'
  * by a bare socket that stops reading: frames queued in one event-loop turn go out in
  * one cork (one send), complete, in order and split into the right events; a reader
  * that stops reading is cut off at the buffer limit, frames not yet flushed counted,
- * while another stream of the same process keeps receiving.
+ * while another stream of the same process keeps receiving; one that takes nothing while
+ * a write waits is cut off at the stall timeout; each cut is counted once, with its reason.
  */
 
 const event = (seq: number): SignalAcceptedEvent => ({
@@ -34,7 +35,8 @@ interface Stream {
   sink: SseSink
   /** res.cork calls after begin(): one per flush of the sink. */
   corks: number
-  slow: number
+  /** Why the server closed it, each time it was counted. */
+  disconnects: string[]
   closed: number
 }
 
@@ -46,7 +48,7 @@ async function app(t: { teardown(fn: () => unknown): void }, limitBytes: number,
   })
   const server = uws.App()
   route(server, 'get', '/stream', logger, (reply, _req, res: HttpResponse) => {
-    const stream: Stream = { sink: undefined as unknown as SseSink, corks: 0, slow: 0, closed: 0 }
+    const stream: Stream = { sink: undefined as unknown as SseSink, corks: 0, disconnects: [], closed: 0 }
     const cork = res.cork.bind(res)
     let begun = false
     // A count around the real response's cork: each flush of the sink corks once.
@@ -54,7 +56,7 @@ async function app(t: { teardown(fn: () => unknown): void }, limitBytes: number,
       if (begun) stream.corks++
       return cork(cb)
     }
-    stream.sink = new SseSink(res, reply, limitBytes, scheduler, () => {}, () => stream.slow++, () => stream.closed++)
+    stream.sink = new SseSink(res, reply, limitBytes, scheduler, () => {}, (reason) => stream.disconnects.push(reason), () => stream.closed++)
     reply.onAbort = () => stream.sink.aborted()
     stream.sink.begin(1000)
     begun = true
@@ -150,7 +152,7 @@ t.test('a reader that pauses below the limit gets everything once it reads again
   const ids = [...text.matchAll(/\nid: (\d+)\n/g), ...text.matchAll(/^id: (\d+)\n/g)].map((m) => Number(m[1]))
   t.equal(ids.length, seq, `${seq} frames read`)
   t.same(ids.filter((id, i) => id !== i + 1), [], 'in order, none twice, none missing')
-  t.equal(s.slow, 0, 'not counted as slow')
+  t.same(s.disconnects, [], 'not counted as a disconnect')
   t.equal(s.sink.closed, false)
 })
 
@@ -197,7 +199,7 @@ t.test('a reader that stops reading is disconnected at the buffer limit, and the
     while (healthy < sentToFast - 20_000) await sleep(5)
   }
   t.equal(refused, true, `the slow stream refused further events (after ${seq})`)
-  t.equal(slow.slow, 1, 'counted as a slow-reader disconnect, once')
+  t.same(slow.disconnects, ['slow_reader'], 'counted as a slow-reader disconnect, once')
   t.equal(slow.closed, 1, 'the stream was closed once')
   t.equal(slow.sink.closed, true)
   t.equal(slow.sink.send(event(++seq)), false, 'and stays closed')
@@ -213,4 +215,88 @@ t.test('a reader that stops reading is disconnected at the buffer limit, and the
   t.ok(dropped <= limit + 48 * 1024, `${dropped} bytes were held for the slow reader when it was cut, within the ${limit}-byte limit and one write`)
   t.equal(fast.sink.closed, false, 'the healthy stream is still open')
   t.ok(await until(() => healthy === sentToFast, 10_000), `the healthy reader got all ${sentToFast} events (${healthy})`)
+})
+
+/** A bare socket that asks for the stream; paused at once, it reads nothing until resumed. */
+function bareReader(t: { teardown(fn: () => unknown): void }, port: number) {
+  const socket = connect({ host: '127.0.0.1', port })
+  socket.on('error', () => {})
+  t.teardown(() => socket.destroy())
+  const state = { text: '', closed: false }
+  socket.setEncoding('latin1')
+  socket.on('data', (chunk: string) => (state.text += chunk))
+  socket.on('close', () => (state.closed = true))
+  socket.write(`GET /stream HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`)
+  socket.pause()
+  return { socket, state }
+}
+
+/** Sends events until uWS reports the socket full; resolves with how many were sent. */
+async function untilBlocked(sink: SseSink): Promise<number> {
+  let seq = 0
+  for (;;) {
+    for (let i = 0; i < 1000; i++) sink.send(event(++seq))
+    await sleep(1)
+    if (await Promise.race([sink.writable().then(() => false), sleep(20).then(() => true)])) return seq
+    if (seq > 400_000) throw new Error('the socket never pushed back')
+  }
+}
+
+t.test('a reader that takes nothing while a write waits is cut at the stall timeout, counted stalled_reader once; a shorter pause is not', async (t) => {
+  const stallMs = 400
+  const streams: Stream[] = []
+  const { port } = await app(t, 256 * 1024 * 1024, (s) => streams.push(s))
+  // The stall clock as the stream routes run it: ten checks per timeout.
+  const clock = setInterval(() => {
+    for (const s of streams) s.sink.checkStall(Date.now(), stallMs)
+  }, stallMs / 10)
+  t.teardown(() => clearInterval(clock))
+
+  const paused = bareReader(t, port)
+  t.ok(await until(() => streams.length === 1, 5000))
+  const brief = streams[0] as Stream
+  const sent = await untilBlocked(brief.sink)
+  await sleep(stallMs / 2)
+  paused.socket.resume()
+  t.ok(await until(() => paused.state.text.split('"}\n\n').length - 1 === sent, 20_000), `a reader that paused for half the timeout gets all ${sent} events`)
+  await sleep(stallMs * 2)
+  t.same(brief.disconnects, [], 'and is not cut')
+  t.equal(brief.sink.closed, false)
+
+  const stalled = bareReader(t, port)
+  t.ok(await until(() => streams.length === 2, 5000))
+  const s = streams[1] as Stream
+  await untilBlocked(s.sink)
+  const blockedAt = Date.now()
+  t.ok(await until(() => s.sink.closed, 5000), 'the stalled stream is closed')
+  const after = Date.now() - blockedAt
+  t.ok(after >= stallMs * 0.8 && after < stallMs * 3, `after ${after} ms, about the ${stallMs} ms timeout`)
+  t.same(s.disconnects, ['stalled_reader'], 'counted once, as stalled_reader')
+  s.sink.end('shutdown')
+  s.sink.checkStall(Date.now() + 60_000, stallMs)
+  t.same(s.disconnects, ['stalled_reader'], 'a closed stream is counted no more')
+  stalled.socket.resume()
+  t.ok(await until(() => stalled.state.closed, 5000), 'the reader sees its connection closed once it reads again')
+})
+
+t.test('a stream the server ends is counted once with the reason it gives; one the client leaves is not counted', async (t) => {
+  const streams: Stream[] = []
+  const { url } = await app(t, 1024 * 1024, (s) => streams.push(s))
+  const ended = new EventSource(url)
+  t.teardown(() => ended.close())
+  t.ok(await until(() => streams.length === 1, 5000))
+  const a = streams[0] as Stream
+  a.sink.end('token_revoked')
+  a.sink.end('shutdown')
+  a.sink.drop('error')
+  t.same(a.disconnects, ['token_revoked'], 'the first reason, once')
+  ended.close()
+
+  const left = new EventSource(url)
+  t.ok(await until(() => streams.length === 2, 5000))
+  const b = streams[1] as Stream
+  left.close()
+  t.ok(await until(() => b.closed === 1, 5000), 'the sink learned that the client left')
+  b.sink.end('shutdown')
+  t.same(b.disconnects, [], 'a client leaving is no server disconnect')
 })

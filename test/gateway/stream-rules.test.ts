@@ -3,14 +3,16 @@ import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 import { call, payload, provision, push } from '../helpers/api.js'
+import { parsePrometheusText, sampleValue } from '../helpers/prometheus-text.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 
 /**
  * The rules of the event stream and polling that a black-box probe checked, through a real
  * gateway: revoking a token ends its streams and its tickets, made-up resume points are
  * refused, HEAD counts against the cap, unknown and repeated query parameters are refused,
- * a ticket is spent only by a request that passed every check, the 204's status line,
- * the end event's id, and the first heartbeat.
+ * a ticket is spent only by a request that passed every check, tickets are bounded per
+ * rental and per renter, the 204's status line, the end event's id, the first heartbeat,
+ * and each stream the server closed counted once under its reason in /metrics.
  */
 
 let counter = 0
@@ -86,7 +88,9 @@ function statusLine(port: number, path: string, headers: Record<string, string>)
 }
 
 t.test('event stream and polling rules', async (t) => {
-  const gw = await startTestGateway(t, { env: { STREAM_HEARTBEAT_MS: '1500', STREAM_RETRY_MS: '50', STREAM_END_SETTLE_MS: '300', STREAM_MAX_PER_RENTAL: '2' } })
+  const gw = await startTestGateway(t, {
+    env: { STREAM_HEARTBEAT_MS: '1500', STREAM_RETRY_MS: '50', STREAM_END_SETTLE_MS: '300', STREAM_MAX_PER_RENTAL: '2', STREAM_TICKETS_MAX_PER_RENTAL: '3', STREAM_TICKETS_MAX_PER_RENTER: '5' },
+  })
   const src = await provision(gw)
   const pushOne = async (s = src) => {
     const res = await push(gw, s.sign(payload(s.sourceId)))
@@ -209,6 +213,39 @@ t.test('event stream and polling rules', async (t) => {
     await again.body?.cancel()
   })
 
+  t.test('stream tickets are bounded per rental and per renter: past either 429 with Retry-After, and other renters keep getting theirs', async (t) => {
+    const greedy = await renter(gw)
+    const other = await renter(gw)
+    const rentals: string[] = []
+    for (let i = 0; i < 3; i++) rentals.push(await rent(gw, { renter_id: greedy.subject, source_id: src.sourceId }))
+    const [one, two, three] = rentals as [string, string, string]
+    const issue = (token: string, rentalId: string) => call(gw.url, 'POST', `/v1/rentals/${rentalId}/stream-tickets`, { token })
+    const held: string[] = []
+    for (let i = 0; i < 3; i++) held.push(await ticketOf(gw, greedy.token, one))
+    const rentalFull = await issue(greedy.token, one)
+    t.equal(rentalFull.status, 429, 'a fourth ticket on the rental')
+    t.equal(rentalFull.body.error.code, 'rate_limited')
+    t.match(rentalFull.body.error.message, /this rental has the most stream tickets/)
+    const wait = Number(rentalFull.headers.get('retry-after'))
+    t.ok(wait >= 55 && wait <= 60, `Retry-After ${wait}: until the oldest of the rental's tickets expires (60 s tickets)`)
+
+    const theirs = await rent(gw, { renter_id: other.subject, source_id: src.sourceId })
+    t.equal((await issue(other.token, theirs)).status, 201, "another renter's rental still gets tickets")
+
+    t.equal((await issue(greedy.token, two)).status, 201)
+    t.equal((await issue(greedy.token, two)).status, 201)
+    const renterFull = await issue(greedy.token, three)
+    t.equal(renterFull.status, 429, 'a sixth ticket over the renter\'s rentals, on a rental that holds none')
+    t.match(renterFull.body.error.message, /you have the most stream tickets/)
+    t.ok(Number(renterFull.headers.get('retry-after')) >= 55, 'with Retry-After')
+    t.equal((await issue(other.token, theirs)).status, 201, 'the other renter still gets tickets')
+
+    const opened = await fetch(`${gw.url}/v1/rentals/${one}/events?ticket=${held[0]}`)
+    t.equal(opened.status, 200, 'a held ticket opens its stream')
+    await opened.body!.cancel()
+    t.equal((await issue(greedy.token, three)).status, 201, 'and, spent, gives its places back')
+  })
+
   t.test('the first heartbeat comes one interval after the stream opens, not sooner', async (t) => {
     await sleep(300)
     const quiet = await renter(gw)
@@ -251,5 +288,26 @@ t.test('event stream and polling rules', async (t) => {
     const resumed = await (await fetch(`${gw.url}/v1/rentals/${id}/events?last_event_id=${last}`, auth(carol.token))).text()
     t.match(resumed, new RegExp(`id: ${last}\\.end\\n`), 'a stream resumed at the last event: the same id')
     t.equal(await statusLine(gw.port, `/v1/rentals/${id}/events`, { authorization: `Bearer ${carol.token}`, 'last-event-id': `${last}.end` }), 'HTTP/1.1 204 No Content', "a 204's status line")
+  })
+
+  t.test('every stream the server closed is counted once under its reason; the ones left by their clients are not', async (t) => {
+    const page = await fetch(`${gw.url}/metrics`, { headers: { authorization: `Bearer ${gw.adminToken}` } })
+    const metrics = parsePrometheusText(await page.text())
+    const counted = (reason: string) => sampleValue(metrics, 'sgw_stream_disconnects_total', { reason })
+    // Two by the revocation (opened with the token, and with its ticket), two by the end (the stream and the resumed one).
+    t.equal(counted('token_revoked'), 2, 'token_revoked')
+    t.equal(counted('rental_ended'), 2, 'rental_ended')
+    for (const reason of ['slow_reader', 'stalled_reader', 'shutdown', 'error']) t.equal(counted(reason), 0, `${reason}: none happened`)
+    t.equal(metrics.get('sgw_stream_slow_disconnects_total'), undefined, 'the old slow-only counter is gone')
+
+    const last = await renter(gw)
+    const id = await rent(gw, { renter_id: last.subject, source_id: src.sourceId })
+    const open = [streamReader(await fetch(`${gw.url}/v1/rentals/${id}/events`, auth(last.token))), streamReader(await fetch(`${gw.url}/v1/rentals/${id}/events`, auth(last.token)))]
+    for (const s of open) await s.until(() => s.state.text.includes('retry:'))
+    await gw.stop()
+    for (const s of open) await s.until(() => false, 2000)
+    t.same(open.map((s) => s.state.ended), [true, true], 'SIGTERM closes the open streams')
+    const line = gw.output.find((l) => l.includes('closed for the shutdown'))
+    t.equal(line === undefined ? undefined : JSON.parse(line).streams_closed, 2, 'counted as shutdown, each once')
   })
 })
