@@ -99,7 +99,7 @@ export class JetStreamConsumer implements LogConsumer {
     for (;;) {
       if (this.#closed || isAborted(signal)) return records.length > 0 || lost !== null ? { records, lost } : EMPTY
       const stopped = await this.#take(records, max, lost, (l) => (lost = l), batch)
-      if (!stopped && records.length < max && !this.#inbox.outstanding) {
+      if (!stopped && records.length < max) {
         await this.#inbox.drain(max - records.length, this.#host.requestTimeoutMs())
         await this.#take(records, max, lost, (l) => (lost = l), batch)
       }
@@ -158,7 +158,7 @@ export class JetStreamConsumer implements LogConsumer {
   async #skipAhead(): Promise<void> {
     if (this.sourceId === null || this.#unacked.length > 0 || this.#replayAt < this.#replay.length) return
     try {
-      if (!this.#inbox.outstanding) await this.#inbox.drain(1, this.#host.requestTimeoutMs(), true)
+      await this.#inbox.drain(1, this.#host.requestTimeoutMs(), true)
       // A record of its own that came with the scan is handed out by the next fetch.
       if (this.#inbox.queued > 0) return
       const through = await this.#host.scannedThrough(this.name)

@@ -71,6 +71,8 @@ export function fillJetStreamOptions(opts: JetStreamLogOptions): FilledJetStream
   if (!Number.isSafeInteger(opts.dedupWindowMs) || opts.dedupWindowMs < 1) throw invalid('dedupWindowMs must be an integer of at least 1')
   const maxAgeMs = limit(opts.maxAgeMs ?? JETSTREAM_DEFAULTS.maxAgeMs, 'maxAgeMs')
   const maxBytes = limit(opts.maxBytes ?? JETSTREAM_DEFAULTS.maxBytes, 'maxBytes')
+  // JetStream refuses a duplicate window longer than max_age: an id outlives its record.
+  if (opts.dedupWindowMs > maxAgeMs) throw invalid('dedupWindowMs must not exceed maxAgeMs')
   const requestTimeoutMs = opts.requestTimeoutMs ?? JETSTREAM_DEFAULTS.requestTimeoutMs
   if (!Number.isSafeInteger(requestTimeoutMs) || requestTimeoutMs < 1) throw invalid('requestTimeoutMs must be a positive integer')
   return { connection: opts.connection, servers: opts.servers, stream: opts.stream, subjectPrefix, replicas, dedupWindowMs: opts.dedupWindowMs, maxAgeMs, maxBytes, requestTimeoutMs }
