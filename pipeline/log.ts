@@ -7,15 +7,28 @@
  *   still inside the duplicate window returns the first record's sequence with
  *   `duplicate: true` and writes nothing. It may name the record's source, which a
  *   JetStream stream carries as the subject `signals.<sourceId>`.
- * - `append` resolves only once the record is durable under the configured fsync
- *   stance; a 202 is answered after that and never before. A consumer sees a record
- *   from the same moment on, never earlier.
+ * - `append` resolves only once the record is durable under the backend's stance; a
+ *   202 is answered after that and never before. A consumer sees a record from the same
+ *   moment on, never earlier. The journal's stance is its fsync policy; JetStream's
+ *   (nats-server 2.9 has no fsync per ack) is the publish ack: written to the OS by the
+ *   stream leader and stored by a majority of its replicas, so durability there is
+ *   replication (run R3), not fsync.
+ * - An append that rejects `unavailable` may still have been stored (JetStream: the
+ *   publish reached the server and the ack timed out). Retrying it with the same dedup
+ *   id is safe while the id is inside the window: it then answers `duplicate: true`.
  * - `read` reads from a sequence or from a point in time (JetStream's
  *   `opt_start_seq` / `opt_start_time`).
  * - Durable consumers (JetStream pull consumers with AckPolicy.All) wait for new
  *   records instead of polling, may take one source's records only, acknowledge what
  *   they processed, and resume from their acknowledgement after a restart. One that
  *   falls behind what retention keeps is told exactly which records it lost.
+ * - A fetch waits any time from 0 up (JetStream's own client refuses waits under 1 s;
+ *   its adapter pulls raw), and a fetch with 0 wait hands out every record appended
+ *   before it began.
+ * - A filtered consumer's position passes the other sources' records it skipped only
+ *   while nothing of its own is unacknowledged (an ack of its last record, an empty
+ *   fetch): until then its lag counts them. JetStream learns that point from the
+ *   server's scan, one consumer info request per such ack or empty fetch.
  */
 
 /** One record as stored. `seq` starts at 1 and has no gaps. */
@@ -166,9 +179,11 @@ export interface SignalLog {
   /** Removes the durable consumer `name` (it must not be open); false if there was none. */
   deleteConsumer(name: string): Promise<boolean>
   /**
-   * Resolves once every append acknowledged so far is on disk, whatever the fsync stance
-   * (under `always` it already is). For state built on acknowledged appends that must not
-   * outlive them in a power cut: the saved ingest state.
+   * Resolves once every append acknowledged so far is as durable as the backend makes
+   * anything: on disk for the journal, whatever its fsync stance (under `always` it already
+   * is); on JetStream, where 2.9 has no fsync to ask for, once the last append made has its
+   * ack (replicated). For state built on acknowledged appends that must not outlive them in
+   * a power cut: the saved ingest state.
    */
   sync(): Promise<void>
   /** Flushes pending appends and closes; waiting fetches resolve empty. Safe to call twice. */
