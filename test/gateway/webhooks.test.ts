@@ -129,6 +129,19 @@ t.test('webhooks through the gateway', async (t) => {
     t.equal((await call(open.url, 'DELETE', path, { token: alice.token })).status, 200)
   })
 
+  t.test('a webhook URL whose port is outside 1 to 65535 is refused with 400 invalid_webhook_url naming the port', async (t) => {
+    const src = await provision(strict)
+    const dave = await renter(strict, 'renter:dave')
+    const rental = (await call(strict.url, 'POST', '/v1/admin/rentals', { token: strict.adminToken, body: { renter_id: dave.subject, source_id: src.sourceId } })).body.data
+    for (const [url, port] of [['https://1.1.1.1:0/', '0'], ['https://1.1.1.1:65536/', '65536']] as const) {
+      const res = await call(strict.url, 'PUT', `/v1/rentals/${rental.rental_id}/webhook`, { token: dave.token, body: { url } })
+      t.equal(res.status, 400, url)
+      t.equal(res.body.error.code, 'invalid_webhook_url')
+      t.match(res.body.error.message, `the port ${port} is not a TCP port from 1 to 65535`)
+    }
+    t.equal((await call(strict.url, 'GET', `/v1/rentals/${rental.rental_id}/webhook`, { token: dave.token })).status, 404, 'nothing was set')
+  })
+
   t.test('an ended rental: its webhook delivers what was accepted while it was active and nothing after', async (t) => {
     const src = await provision(open)
     const carol = await renter(open, 'renter:carol')
