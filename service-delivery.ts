@@ -48,6 +48,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
     maxConnections: config.WEBHOOK_CONCURRENCY,
     keyOverlapMs: config.DELIVERY_KEY_OVERLAP_S * 1000,
     leaseMs: config.WEBHOOK_LEASE_MS,
+    testsPerMinute: config.WEBHOOK_TESTS_PER_MINUTE,
     latency: webhookLatency,
     // An empty rental id is a failure of the whole process's webhooks (the endpoints' watch, the shard leases), not of one rental's loop.
     onError: (err, rentalId) =>

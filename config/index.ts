@@ -65,6 +65,7 @@ const Env = {
   WEBHOOK_RETRY_FIRST_MS: { type: 'int', default: 5000, min: 1, max: 60_000, help: 'the first retry delay of a webhook delivery; the later ones scale with it (5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, then 8 h at the default)' },
   WEBHOOK_DISABLE_AFTER_S: { type: 'int', default: 5 * 86_400, min: 1, max: 90 * 86_400, help: 'a webhook endpoint failing without a success for this long is disabled (the renter sets it again to resume)' },
   WEBHOOK_LEASE_MS: { type: 'int', default: 15_000, min: 300, max: 600_000, help: 'how long a delivery process holds a shard of the rentals\' webhook loops without renewing it (renewed every third of it); after a process dies another takes its shards over after this long' },
+  WEBHOOK_TESTS_PER_MINUTE: { type: 'int', default: 10, min: 1, max: 1000, help: 'test requests (POST /v1/rentals/:id/webhook/test) a rental may make in any minute, counted on the shared webhooks store; past it 429 with Retry-After' },
   WEBHOOK_CONCURRENCY: { type: 'int', default: 64, min: 1, max: 4096, help: 'webhook connections open at once, all endpoints together' },
   DELIVERY_KEY_OVERLAP_S: { type: 'int', default: 7 * 86_400, min: 0, max: 90 * 86_400, help: 'after a delivery key rotation, how long the previous key keeps signing webhook deliveries next to the new one' },
   STREAM_MAX_PER_RENTAL: { type: 'int', default: 5, min: 1, max: 1000, help: 'event streams (SSE) open at once per rental in a process; the next gets 429 with Retry-After' },

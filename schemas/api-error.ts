@@ -44,6 +44,7 @@ export const ERROR_STATUS = {
   invalid_dispute_state: 409,
   slots_in_use: 409,
   source_retired: 409,
+  rental_not_active: 409,
   unknown_signal: 400,
   payload_too_large: 413,
   /** A path another role serves (ROLE): the request reached the wrong process. */

@@ -24,6 +24,9 @@ const WebhookEndpoint = {
   },
 }
 const RESULTS = ['delivered', 'http_status', 'redirect', 'gone', 'timeout', 'refused_address', 'connection']
+/** The `error` of an attempt that got no HTTP answer (delivery/webhooks/webhook-worker.ts). */
+const NO_ANSWER = ['unreachable', 'timeout', 'tls_error', 'refused_address']
+const attemptError = nullable('string', { description: `why it failed: for no answer one of ${NO_ANSWER.join(', ')}; else the HTTP status the receiver answered (for lost events, how many). Never the socket error, address or port` })
 const Attempt = {
   type: 'object',
   properties: {
@@ -33,7 +36,7 @@ const Attempt = {
     attempted_at: time,
     result: { enum: [...RESULTS, 'lost'] },
     status: nullable('integer'),
-    error: nullable('string'),
+    error: attemptError,
     duration_ms: { type: 'integer' },
     next_attempt_at: nullable('string', { format: 'date-time' }),
   },
@@ -79,10 +82,10 @@ export function webhookPaths(): Record<string, unknown> {
     '/v1/rentals/{rental_id}/webhook/test': {
       post: {
         security: bearer,
-        description: `${renterOnly}. Sends a signed byo.webhook.test event now`,
+        description: `${renterOnly}. Sends a signed byo.webhook.test event now; 409 rental_not_active once the rental ended or expired; 429 rate_limited with Retry-After past WEBHOOK_TESTS_PER_MINUTE (10) a minute per rental`,
         parameters: [rental],
         requestBody: noInput,
-        responses: { '200': { description: 'what the endpoint answered', ...ok({ type: 'object', properties: { webhook_id: { type: 'string' }, result: { enum: RESULTS }, status: nullable('integer'), error: nullable('string'), duration_ms: { type: 'integer' } } }) }, ...withBody(404) },
+        responses: { '200': { description: 'what the endpoint answered', ...ok({ type: 'object', properties: { webhook_id: { type: 'string' }, result: { enum: RESULTS }, status: nullable('integer'), error: attemptError, duration_ms: { type: 'integer' } } }) }, ...withBody(404, 409, 429) },
       },
     },
     '/v1/rentals/{rental_id}/webhook/deliveries': {

@@ -89,10 +89,18 @@ export const WEBHOOK_STATE_LIMITS = {
 const RENTAL_KEYS = ['endpoint', 'position', 'pending', 'attempts', 'dead', 'resend'] as const
 /** An earlier release's key of the last dispute event delivered, now part of `position`. */
 const LEGACY_DISPUTED = 'disputed'
+/**
+ * `tests.<rental_id>`: the times (ms) of the rental's test requests in the last
+ * TEST_WINDOW_MS. Not removed with the endpoint: removing and setting the webhook again
+ * must not hand out a fresh allowance.
+ */
+const TESTS = 'tests'
+/** The span the test-request allowance counts over. */
+export const TEST_WINDOW_MS = 60_000
 
 export function webhookBucketLimits(maxRentals: number): KvBucketLimits {
-  // Six keys per rental at most; a re-send list of 10,000 seqs is about 120 KB.
-  return { maxKeys: maxRentals * RENTAL_KEYS.length, maxValueBytes: 512 * 1024 }
+  // Seven keys per rental at most; a re-send list of 10,000 seqs is about 120 KB.
+  return { maxKeys: maxRentals * (RENTAL_KEYS.length + 1), maxValueBytes: 512 * 1024 }
 }
 
 const encode = (v: unknown) => Buffer.from(JSON.stringify(v))
@@ -110,11 +118,15 @@ export class WebhookState {
     return entry === null ? null : { value: decode<T>(entry.value), revision: entry.revision }
   }
 
-  /** Applies `change` to the key's value with an expected revision, reading again after a concurrent write. */
+  /**
+   * Applies `change` to the key's value with an expected revision, reading again after a
+   * concurrent write. A change that hands back the value it was given writes nothing.
+   */
   async #modify<T>(key: string, change: (current: T | null) => T | null): Promise<T | null> {
     for (;;) {
       const current = await this.#get<T>(key)
       const next = change(current?.value ?? null)
+      if (next === (current?.value ?? null)) return next
       try {
         if (next === null) {
           if (current !== null) await this.#bucket.delete(key, { revision: current.revision })
@@ -216,6 +228,35 @@ export class WebhookState {
       return fits ? merged : list
     })
     return fits
+  }
+
+  /**
+   * Takes a place for one test request of the rental: at most `perWindow` in any
+   * TEST_WINDOW_MS. Resolves with 0 when taken, else with the milliseconds until the
+   * oldest place in the window frees. The times are kept on the bucket and written with
+   * an expected revision, so processes sharing it count one allowance exactly: of
+   * concurrent takes for the last place one wins, the others read again and are refused.
+   * A refusal writes nothing, so a flood of refused requests costs reads only.
+   */
+  async takeTestPlace(rentalId: string, perWindow: number, now: number): Promise<number> {
+    let waitMs = 0
+    await this.#modify<number[]>(`${TESTS}.${rentalId}`, (times) => {
+      // Sorted, since processes' clocks differ a little; a time ahead of this clock still counts.
+      const recent = (times ?? []).filter((at) => at > now - TEST_WINDOW_MS).sort((a, b) => a - b)
+      if (recent.length < perWindow) {
+        waitMs = 0
+        return [...recent, now]
+      }
+      // A place frees once all but perWindow - 1 of the recent times have left the window.
+      waitMs = Math.max(1, recent[recent.length - perWindow]! + TEST_WINDOW_MS - now)
+      return times
+    })
+    return waitMs
+  }
+
+  /** Deletes the rental's test-request times once none is inside the window any more (none is taken back early). */
+  async forgetTestPlaces(rentalId: string, now: number): Promise<void> {
+    await this.#modify<number[]>(`${TESTS}.${rentalId}`, (times) => (times !== null && times.every((at) => at <= now - TEST_WINDOW_MS) ? null : times))
   }
 
   /** The oldest seq waiting to be re-sent, if any. */

@@ -21,6 +21,15 @@ export interface AddressGuardOptions {
   readonly lookup: HostLookup
 }
 
+/** The highest TCP port; the lowest is 1 (port 0 cannot be connected to). */
+const MAX_PORT = 65_535
+/** The digits after the last `:` of a URL's authority (after any IPv6 literal's `]`): its port. */
+const PORT_IN_AUTHORITY = /^[a-z][a-z0-9+.-]*:\/\/(?:[^/?#@]*@)?(?:\[[^\]/?#]*\]|[^:/?#@[\]]*):(\d+)(?:[/?#]|$)/i
+
+function portRefusal(port: string): WebhookUrlError {
+  return new WebhookUrlError(`the port ${port.replace(/^0+(?=\d)/, '').slice(0, 20)} is not a TCP port from 1 to ${MAX_PORT}`)
+}
+
 /** A webhook URL refused, with the reason the renter is told (`400 invalid_webhook_url`). */
 export class WebhookUrlError extends Error {
   readonly code = 'invalid_webhook_url'
@@ -76,6 +85,9 @@ export async function checkWebhookUrl(raw: string, options: AddressGuardOptions)
   try {
     url = new URL(raw)
   } catch {
+    // The parser throws on a port past 65535 without saying why: name the port, as for port 0.
+    const port = PORT_IN_AUTHORITY.exec(raw)?.[1]
+    if (port !== undefined && Number(port) > MAX_PORT) throw portRefusal(port)
     throw new WebhookUrlError('the url is not an absolute URL')
   }
   if (url.protocol !== 'https:' && !(options.allowPrivate && url.protocol === 'http:')) {
@@ -83,6 +95,9 @@ export async function checkWebhookUrl(raw: string, options: AddressGuardOptions)
   }
   if (url.username !== '' || url.password !== '') throw new WebhookUrlError('the url must not carry a user name or password; verify deliveries by their signature')
   if (url.hash !== '') throw new WebhookUrlError('the url must not have a fragment')
+  // Port 0 parses (an explicit port equal to the scheme's default reads as ''), yet no
+  // connection can be made to it: every delivery would fail, so it is refused up front.
+  if (url.port !== '' && Number(url.port) < 1) throw portRefusal(url.port)
   await resolveAllowed(bareHost(url), options)
   return url.href
 }

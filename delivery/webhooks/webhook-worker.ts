@@ -78,11 +78,37 @@ export async function sendWebhook(options: Pick<WebhookWorkerOptions, 'dispatche
     if (status >= 300 && status < 400) return { result: 'redirect', status, error: 'redirects are not followed', retryAfterMs, durationMs: took() }
     return { result: 'http_status', status, error: `the receiver answered ${status}`, retryAfterMs, durationMs: took() }
   } catch (err) {
-    const e = err as Error & { code?: string }
-    if (err instanceof WebhookUrlError) return { result: 'refused_address', status: null, error: err.message, retryAfterMs: undefined, durationMs: took() }
-    const timedOut = e.name === 'TimeoutError' || e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_BODY_TIMEOUT' || e.code === 'UND_ERR_CONNECT_TIMEOUT'
-    return { result: timedOut ? 'timeout' : 'connection', status: null, error: timedOut ? `no answer within ${options.timeoutMs} ms` : `${e.code ?? e.name}: ${e.message}`, retryAfterMs: undefined, durationMs: took() }
+    const [result, error] = failureOf(err)
+    return { result, status: null, error, retryAfterMs: undefined, durationMs: took() }
   }
+}
+
+/** The reasons a renter is told of an attempt that got no HTTP answer. */
+export type NoAnswerReason = 'unreachable' | 'timeout' | 'tls_error' | 'refused_address'
+
+const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'UND_ERR_CONNECT_TIMEOUT'])
+/**
+ * Node's TLS failures: its own codes (ERR_TLS_*, ERR_SSL_*), EPROTO for a handshake the
+ * peer broke off, and OpenSSL's certificate verdicts (CERT_HAS_EXPIRED,
+ * DEPTH_ZERO_SELF_SIGNED_CERT, UNABLE_TO_VERIFY_LEAF_SIGNATURE...).
+ */
+const TLS_CODE = /^(ERR_TLS_|ERR_SSL_|EPROTO$|UNABLE_TO_)|CERT/
+
+/**
+ * A failed attempt as the renter sees it: a result and one coarse reason, never the
+ * socket error's text. That text names the address and port tried and how the far side
+ * behaved (refused, reset, no route), so a renter pointing its webhook at host after
+ * host could map from the operator's network which hosts and ports answer. The
+ * address refusal's message names the address a host resolved to, which the operator's
+ * resolver may know and the renter must not learn, so it is not passed on either.
+ */
+function failureOf(err: unknown): [result: string, reason: NoAnswerReason] {
+  if (err instanceof WebhookUrlError) return ['refused_address', 'refused_address']
+  const e = err as Error & { code?: unknown }
+  const code = typeof e.code === 'string' ? e.code : ''
+  if (e.name === 'TimeoutError' || TIMEOUT_CODES.has(code)) return ['timeout', 'timeout']
+  if (TLS_CODE.test(code)) return ['connection', 'tls_error']
+  return ['connection', 'unreachable']
 }
 
 /** How often idle loops store how far the tail got, so a restart after a crash has little to read again. */

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import { Agent } from 'undici'
 import type { SignalLog } from '../../pipeline/index.js'
 import type { RentalDisputes } from '../rental-events.js'
-import type { RentalRecord } from '../../rentals/index.js'
+import { effectiveRental, isFinal, type RentalRecord } from '../../rentals/index.js'
 import type { KvBucket, KvBucketLimits } from '../../storage/index.js'
 import { LiveTail } from '../live-tail.js'
 import type { LatencyObserver } from '../stream-session.js'
@@ -36,6 +36,8 @@ export interface WebhooksOptions {
   readonly disableAfterMs: number
   readonly maxConnections: number
   readonly keyOverlapMs: number
+  /** Test requests a rental may make in any minute (WEBHOOK_TESTS_PER_MINUTE). */
+  readonly testsPerMinute: number
   /** How long a process's lease on a shard of rentals lasts without a renewal (WEBHOOK_LEASE_MS). */
   readonly leaseMs: number
   /** This process's name on the leases; by default DATA_DIR/webhook-holder-id, kept across restarts. */
@@ -58,9 +60,13 @@ export function webhookBucketLimits(maxRentals: number): KvBucketLimits {
 /** Tails started by instances without one given, numbered so each has its own log consumer in the process. */
 let ownTails = 0
 
-/** Refusals the routes turn into API errors. */
+/** Refusals the routes turn into API errors; `retryAfterS` goes out as Retry-After. */
 export class WebhookRequestError extends Error {
-  constructor(readonly code: 'not_found' | 'limit_exceeded', message: string) {
+  constructor(
+    readonly code: 'not_found' | 'limit_exceeded' | 'rate_limited' | 'rental_not_active',
+    message: string,
+    readonly retryAfterS?: number,
+  ) {
     super(message)
     this.name = 'WebhookRequestError'
   }
@@ -175,6 +181,7 @@ export class Webhooks {
     await this.#state.modifyEndpoint(rentalId, () => null)
     await this.#workers.stopped(rentalId)
     await this.#state.removeEndpoint(rentalId)
+    await this.#state.forgetTestPlaces(rentalId, Date.now())
     await this.#o.log.deleteConsumer(`webhook-${rentalId}`).catch(() => false)
     return true
   }
@@ -221,12 +228,23 @@ export class Webhooks {
     return seqs.length
   }
 
-  /** Sends a signed `byo.webhook.test` event to the endpoint now and tells what came back. */
+  /**
+   * Sends a signed `byo.webhook.test` event to the endpoint now and tells what came back.
+   * Each one makes the gateway connect where the renter says, so it is bounded like a
+   * delivery is: only until the rental ends or expires (after that it delivers nothing,
+   * so there is nothing left to test), and at most `testsPerMinute` a minute per rental.
+   */
   async test(rental: RentalRecord): Promise<AttemptOutcome & { webhook_id: string }> {
+    const at = Date.now()
+    if (isFinal(effectiveRental(rental, at))) throw new WebhookRequestError('rental_not_active', 'the rental has ended or expired; its webhook can no longer be tested')
     const endpoint = await this.#state.endpoint(rental.rental_id)
     if (endpoint === null) throw new WebhookRequestError('not_found', 'this rental has no webhook')
+    const waitMs = await this.#state.takeTestPlace(rental.rental_id, this.#o.testsPerMinute, at)
+    if (waitMs > 0) {
+      const seconds = Math.ceil(waitMs / 1000)
+      throw new WebhookRequestError('rate_limited', `at most ${this.#o.testsPerMinute} test requests a minute per rental; retry in ${seconds} s`, seconds)
+    }
     const webhookId = `msg_test_${randomBytes(12).toString('hex')}`
-    const at = Date.now()
     const body = JSON.stringify({ event: 'byo.webhook.test', event_id: webhookId, rental_id: rental.rental_id, source_id: rental.source_id, sent_at: new Date(at).toISOString() })
     const outcome = await sendWebhook({ dispatcher: this.#dispatcher, keys: this.#keys, timeoutMs: this.#o.timeoutMs ?? WEBHOOK_TIMEOUT_MS }, endpoint.url, webhookId, body, at)
     return { ...outcome, webhook_id: webhookId }

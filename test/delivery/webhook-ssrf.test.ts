@@ -1,5 +1,6 @@
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import fc from 'fast-check'
 import t from 'tap'
 import { Agent, request } from 'undici'
 import { addressRefusal } from '../../delivery/webhooks/address-policy.js'
@@ -89,6 +90,38 @@ t.test('only https unless private networks are allowed; credentials and fragment
   await t.rejects(checkWebhookUrl(`https://hooks.example.com/${'a'.repeat(2100)}`, strict), { message: /2048/ })
   t.equal(await checkWebhookUrl('https://hooks.example.com/in', strict), 'https://hooks.example.com/in')
   t.equal(await checkWebhookUrl('http://127.0.0.1:9/in', { allowPrivate: true, lookup: publicDns }), 'http://127.0.0.1:9/in')
+})
+
+t.test('a port outside 1 to 65535 is refused, the message naming it; ports in range and default ports pass', async (t) => {
+  for (const [url, port] of [
+    ['https://hooks.example.com:0/in', '0'],
+    ['https://hooks.example.com:000/in', '0'],
+    ['https://93.184.215.14:0/', '0'],
+    ['https://[2606:4700::1111]:0/', '0'],
+    ['https://hooks.example.com:65536/in', '65536'],
+    ['https://hooks.example.com:99999999999', '99999999999'],
+    ['https://[2606:4700::1111]:70000/', '70000'],
+  ] as const) {
+    await t.rejects(checkWebhookUrl(url, strict), { code: 'invalid_webhook_url', message: new RegExp(`the port ${port} is not a TCP port from 1 to 65535`) }, url)
+  }
+  t.equal(await checkWebhookUrl('https://hooks.example.com:1/in', strict), 'https://hooks.example.com:1/in')
+  t.equal(await checkWebhookUrl('https://hooks.example.com:65535/in', strict), 'https://hooks.example.com:65535/in')
+  t.equal(await checkWebhookUrl('https://hooks.example.com:443/in', strict), 'https://hooks.example.com/in', 'the default port is dropped, not refused')
+  await t.rejects(checkWebhookUrl('https://hooks.example.com:x/in', strict), { message: /not an absolute URL/ }, 'a port that is no number is no URL')
+})
+
+t.test('property: any port from 1 to 65535 passes, any other written port is refused naming it', async (t) => {
+  const https = (port: number) => `https://hooks.example.com:${port}/in`
+  const inRange = fc.asyncProperty(fc.integer({ min: 1, max: 65_535 }), async (port) => {
+    const href = await checkWebhookUrl(https(port), strict)
+    return href === (port === 443 ? 'https://hooks.example.com/in' : https(port))
+  })
+  const outside = fc.asyncProperty(fc.oneof(fc.constant(0), fc.integer({ min: 65_536, max: Number.MAX_SAFE_INTEGER })), async (port) => {
+    const refusal = await checkWebhookUrl(https(port), strict).then(() => undefined, (err: unknown) => err)
+    return refusal instanceof WebhookUrlError && refusal.message.includes(`the port ${port} is not a TCP port`)
+  })
+  await t.resolves(fc.assert(inRange), 'every port in range passes')
+  await t.resolves(fc.assert(outside), 'every port outside is refused by name')
 })
 
 t.test('at connect time: a name that changes its answer between check and connect is refused, and the checked address is the one connected to', async (t) => {

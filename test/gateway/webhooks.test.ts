@@ -35,7 +35,9 @@ t.test('webhooks through the gateway', async (t) => {
   const hook = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`
 
   const strict = await startTestGateway(t)
-  const open = await startTestGateway(t, { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true' } })
+  // A test allowance below the default of 10, so the test shows the setting is the one applied.
+  const TESTS_PER_MINUTE = 4
+  const open = await startTestGateway(t, { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_TESTS_PER_MINUTE: String(TESTS_PER_MINUTE) } })
 
   t.test('a loopback or plain-http URL is refused with 400 invalid_webhook_url saying why, unless private networks are allowed', async (t) => {
     const src = await provision(strict)
@@ -127,6 +129,82 @@ t.test('webhooks through the gateway', async (t) => {
     await new Promise((r) => setTimeout(r, 1000))
     t.equal(got.length, before, 'a webhook set again starts at the signals accepted from then on')
     t.equal((await call(open.url, 'DELETE', path, { token: alice.token })).status, 200)
+  })
+
+  t.test('a webhook URL whose port is outside 1 to 65535 is refused with 400 invalid_webhook_url naming the port', async (t) => {
+    const src = await provision(strict)
+    const dave = await renter(strict, 'renter:dave')
+    const rental = (await call(strict.url, 'POST', '/v1/admin/rentals', { token: strict.adminToken, body: { renter_id: dave.subject, source_id: src.sourceId } })).body.data
+    for (const [url, port] of [['https://1.1.1.1:0/', '0'], ['https://1.1.1.1:65536/', '65536']] as const) {
+      const res = await call(strict.url, 'PUT', `/v1/rentals/${rental.rental_id}/webhook`, { token: dave.token, body: { url } })
+      t.equal(res.status, 400, url)
+      t.equal(res.body.error.code, 'invalid_webhook_url')
+      t.match(res.body.error.message, `the port ${port} is not a TCP port from 1 to 65535`)
+    }
+    t.equal((await call(strict.url, 'GET', `/v1/rentals/${rental.rental_id}/webhook`, { token: dave.token })).status, 404, 'nothing was set')
+  })
+
+  t.test('test requests: at most WEBHOOK_TESTS_PER_MINUTE a minute per rental, then 429 rate_limited with Retry-After; setting the webhook again does not reset the count', async (t) => {
+    const src = await provision(open)
+    const erin = await renter(open, 'renter:erin')
+    const rent = async () => (await call(open.url, 'POST', '/v1/admin/rentals', { token: open.adminToken, body: { renter_id: erin.subject, source_id: src.sourceId } })).body.data.rental_id as string
+    const [first, second] = [await rent(), await rent()]
+    for (const id of [first, second]) t.equal((await call(open.url, 'PUT', `/v1/rentals/${id}/webhook`, { token: erin.token, body: { url: hook } })).status, 200)
+    const path = `/v1/rentals/${first}/webhook`
+    const sent = got.length
+    const started = Date.now()
+    for (let i = 0; i < TESTS_PER_MINUTE; i++) t.equal((await call(open.url, 'POST', `${path}/test`, { token: erin.token })).status, 200, `test ${i + 1}`)
+    const over = await call(open.url, 'POST', `${path}/test`, { token: erin.token })
+    t.equal(over.status, 429)
+    t.equal(over.body.error.code, 'rate_limited')
+    const retryAfter = Number(over.headers.get('retry-after'))
+    const elapsed = Math.ceil((Date.now() - started) / 1000)
+    t.ok(retryAfter >= 60 - elapsed && retryAfter <= 60, `Retry-After ${retryAfter} s is the time until the first place frees`)
+    t.equal(got.length, sent + TESTS_PER_MINUTE, 'the refused request sent nothing')
+    t.match(over.body.error.message, `at most ${TESTS_PER_MINUTE} test requests a minute per rental`)
+    t.equal((await call(open.url, 'DELETE', path, { token: erin.token })).status, 200)
+    t.equal((await call(open.url, 'PUT', path, { token: erin.token, body: { url: hook } })).status, 200)
+    t.equal((await call(open.url, 'POST', `${path}/test`, { token: erin.token })).status, 429, 'still refused after the webhook was removed and set again')
+    t.equal((await call(open.url, 'POST', `/v1/rentals/${second}/webhook/test`, { token: erin.token })).status, 200, 'another rental has its own allowance')
+  })
+
+  t.test('a failed test request names a coarse reason, never the socket error, address or port', async (t) => {
+    const src = await provision(open)
+    const fay = await renter(open, 'renter:fay')
+    const rental = (await call(open.url, 'POST', '/v1/admin/rentals', { token: open.adminToken, body: { renter_id: fay.subject, source_id: src.sourceId } })).body.data
+    const probe = createServer()
+    await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve))
+    const closedPort = (probe.address() as AddressInfo).port
+    await new Promise<void>((resolve) => probe.close(() => resolve()))
+    const path = `/v1/rentals/${rental.rental_id}/webhook`
+    t.equal((await call(open.url, 'PUT', path, { token: fay.token, body: { url: `http://127.0.0.1:${closedPort}/hook` } })).status, 200)
+    const test = await call(open.url, 'POST', `${path}/test`, { token: fay.token })
+    t.equal(test.status, 200)
+    t.match(test.body.data, { result: 'connection', status: null, error: 'unreachable' })
+    const { result, status, error } = test.body.data
+    t.notMatch(JSON.stringify({ result, status, error }), new RegExp(`${closedPort}|127\\.0\\.0\\.1|ECONN`), 'no port, address or socket error')
+  })
+
+  t.test('the test request of an ended or expired rental is 409 rental_not_active for its renter, 404 for another renter', async (t) => {
+    const src = await provision(open)
+    const gus = await renter(open, 'renter:gus')
+    const hal = await renter(open, 'renter:hal')
+    const rent = async (expiresAt: string | null) => (await call(open.url, 'POST', '/v1/admin/rentals', { token: open.adminToken, body: { renter_id: gus.subject, source_id: src.sourceId, expires_at: expiresAt } })).body.data.rental_id as string
+    const expiresAt = Date.now() + 1000
+    const [ended, expired] = [await rent(null), await rent(new Date(expiresAt).toISOString())]
+    for (const id of [ended, expired]) t.equal((await call(open.url, 'PUT', `/v1/rentals/${id}/webhook`, { token: gus.token, body: { url: hook } })).status, 200)
+    t.equal((await call(open.url, 'POST', `/v1/admin/rentals/${ended}/end`, { token: open.adminToken })).status, 200)
+    await new Promise((r) => setTimeout(r, Math.max(0, expiresAt - Date.now() + 50)))
+    const sent = got.length
+    for (const id of [ended, expired]) {
+      const own = await call(open.url, 'POST', `/v1/rentals/${id}/webhook/test`, { token: gus.token })
+      t.equal(own.status, 409, `its renter: ${id}`)
+      t.equal(own.body.error.code, 'rental_not_active')
+      const other = await call(open.url, 'POST', `/v1/rentals/${id}/webhook/test`, { token: hal.token })
+      t.equal(other.status, 404, 'another renter learns nothing of the rental')
+      t.equal(other.body.error.code, 'not_found')
+    }
+    t.equal(got.length, sent, 'nothing was sent')
   })
 
   t.test('an ended rental: its webhook delivers what was accepted while it was active and nothing after', async (t) => {

@@ -120,7 +120,7 @@ export async function cluster(t: Test, rentals: Map<string, RentalRecord>): Prom
       const own = cuttable(bucket)
       const webhooks = await Webhooks.open({
         dataDir: join(dir, name), bucket: own, log: journal, rental: (id) => rentals.get(id), disputes: noDisputes(), allowPrivateNetworks: true,
-        retryWindowMs: 60_000, retryFirstMs: 50, disableAfterMs: 60_000, maxConnections: 16, keyOverlapMs: 60_000, leaseMs, timeoutMs: 2000,
+        retryWindowMs: 60_000, retryFirstMs: 50, disableAfterMs: 60_000, maxConnections: 16, keyOverlapMs: 60_000, leaseMs, timeoutMs: 2000, testsPerMinute: 10,
       })
       open.push(webhooks)
       return { webhooks, bucket: own, whpk: webhooks.deliveryKeys()[0]!.public_key }
