@@ -7,6 +7,20 @@ import { compileCheck } from './schema-problem.js'
  */
 export const ClientId = Type.String({ minLength: 1, maxLength: 128, pattern: '^(?!\\.\\.?$)[A-Za-z0-9_:.-]+$' })
 
+/**
+ * A source id as the gateway issues it (registry newId): `src_` and 12 random bytes in
+ * base64url, 16 characters. Nothing else names a source, so a filter holding anything
+ * else is a mistake worth a 400 rather than an empty list.
+ */
+export const SourceId = Type.String({ minLength: 20, maxLength: 20, pattern: '^src_[A-Za-z0-9_-]{16}$' })
+
+/**
+ * A list's cursor, the `next_cursor` of its previous page, in the characters every list's
+ * cursors are made of (item ids, `id.time`, base64url, a base-36 prefix). Which cursor
+ * names something is each list's own check.
+ */
+export const Cursor = Type.String({ minLength: 1, maxLength: 256, pattern: '^[A-Za-z0-9_:.-]+$', description: "the previous page's next_cursor" })
+
 export const CreateTokenRequest = Type.Object(
   { role: Type.Union([Type.Literal('creator'), Type.Literal('renter'), Type.Literal('metrics'), Type.Literal('scorer')]), subject: ClientId },
   { additionalProperties: false },

@@ -9,10 +9,13 @@ export {
   checkRevokeKey,
   checkUpdateAgent,
   checkUpdateSource,
+  ClientId,
+  Cursor,
   MAX_SLOTS_PER_AGENT,
   type OpenDisputeRequest,
   REVOCATION_REASONS,
   type RevocationReason,
+  SourceId,
 } from './control.js'
 export { RentalEndedEvent, SignalAcceptedEvent, SignalDisputedEvent, StreamGapEvent, type DeliveryEvent } from './events.js'
 export { CHAINS, checkManifest, enforcedMaxRate, Listing, Manifest, PUBLIC_DELAY_DEFAULT_S, PUBLIC_DELAY_MAX_S, PUBLIC_DELAY_MIN_S, publicDelaySeconds, rateCeilingProblem, ratePerMs, type RateCeiling } from './manifest.js'

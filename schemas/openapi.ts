@@ -1,12 +1,15 @@
 import { ErrorBody } from './api-error.js'
 import {
+  ClientId,
   CreateAgentRequest,
+  Cursor,
   CreateSourceRequest,
   CreateTokenRequest,
   OpenDisputeRequest,
   RegisterKeyRequest,
   ResolveDisputeRequest,
   RevokeKeyRequest,
+  SourceId,
   UpdateAgentRequest,
   UpdateSourceRequest,
 } from './control.js'
@@ -19,8 +22,8 @@ import { bearer, control, errors, json, noInput, nullable, ok, path, time, withB
 import { webhookPaths } from './openapi-webhooks.js'
 import { streamPaths, streamSchemas, ticketScheme } from './openapi-streams.js'
 
-const query = (name: string, schema: Record<string, unknown>) => ({ name, in: 'query', schema })
-const page = (max: number) => [query('limit', { type: 'integer', minimum: 1, maximum: max }), query('cursor', { type: 'string' })]
+const query = (name: string, schema: object) => ({ name, in: 'query', schema })
+const page = (max: number) => [query('limit', { type: 'integer', minimum: 1, maximum: max }), query('cursor', Cursor)]
 const header = (name: string, description: string, required = true) => ({ name, in: 'header', required, description, schema: { type: 'string' } })
 
 /**
@@ -61,7 +64,7 @@ const receiptFilters = (cross: boolean) => [
   query('severity', { type: 'string', pattern: '^[A-Za-z0-9_-]{1,32}$' }),
   query('token', { type: 'string', pattern: '^[A-Za-z0-9]{1,128}$' }),
   query('status', { enum: ['none', 'open', 'disputed', 'rejected'], description: 'the dispute status' }),
-  ...(cross ? [query('source_id', { type: 'string' }), query('agent_id', { type: 'string' })] : []),
+  ...(cross ? [query('source_id', SourceId), query('agent_id', ClientId)] : []),
 ]
 const receiptList = (cross: boolean, description: string) => ({
   get: {
@@ -80,7 +83,11 @@ const receiptExport = (cross: boolean, description: string) => ({
   get: {
     security: bearer,
     description,
-    parameters: [...receiptFilters(cross), query('format', { enum: ['ndjson', 'csv', 'parquet'], default: 'ndjson' })],
+    parameters: [
+      ...receiptFilters(cross),
+      query('include_test', { enum: ['false'], description: 'test receipts are never exported: true is refused' }),
+      query('format', { enum: ['ndjson', 'csv', 'parquet'], default: 'ndjson' }),
+    ],
     responses: { '200': { description: 'every matching receipt, test receipts never, streamed as an attachment (chunked)', content: EXPORT_TYPES }, ...control(400, 404, 429) },
   },
 })
@@ -144,10 +151,10 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           security: bearer,
           parameters: [
             { name: 'role', in: 'query', schema: { type: 'string', enum: ['creator', 'renter', 'metrics', 'scorer'] } },
-            { name: 'subject', in: 'query', schema: { type: 'string' } },
+            { name: 'subject', in: 'query', schema: ClientId },
             { name: 'state', in: 'query', schema: { type: 'string', enum: ['live', 'revoked'] } },
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 1000 } },
-            { name: 'cursor', in: 'query', schema: { type: 'string' } },
+            { name: 'cursor', in: 'query', schema: Cursor },
           ],
           responses: { '200': { description: 'token records (never the token or its hash), oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400) },
         },
@@ -158,7 +165,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         post: { security: bearer, requestBody: json(CreateAgentRequest), responses: { '201': { description: 'agent', ...ok({}) }, ...withBody(409) } },
         get: {
           security: bearer,
-          parameters: [query('creator_id', { type: 'string' }), ...page(1000)],
+          parameters: [query('creator_id', ClientId), ...page(1000)],
           responses: { '200': { description: 'agents with slots_used and open_slots, oldest first, with next_cursor (admin token)', ...ok({ type: 'array' }) }, ...control(400) },
         },
       },
@@ -174,7 +181,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         post: { security: bearer, requestBody: json(CreateSourceRequest), responses: { '201': { description: 'source_id and ingest_endpoint', ...ok({}) }, ...withBody(404, 409) } },
         get: {
           security: bearer,
-          parameters: [query('creator_id', { type: 'string' }), query('agent_id', { type: 'string' }), query('state', { type: 'string', enum: ['live', 'retired'] }), ...page(200)],
+          parameters: [query('creator_id', ClientId), query('agent_id', ClientId), query('state', { type: 'string', enum: ['live', 'retired'] }), ...page(200)],
           responses: { '200': { description: "the caller's sources (the admin: every source), oldest first, with next_cursor", ...ok({ type: 'array' }) }, ...control(400) },
         },
       },
@@ -207,7 +214,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       '/v1/byo/sources/{source_id}/ingest-errors': {
         get: {
           security: bearer,
-          parameters: [path('source_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }],
+          parameters: [path('source_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: Cursor }],
           responses: { '200': { description: 'refused requests, newest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400, 404) },
         },
       },
@@ -236,7 +243,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
       '/v1/byo/agents/{agent_id}/sources': {
         get: {
           security: bearer,
-          parameters: [path('agent_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: { type: 'string' } }],
+          parameters: [path('agent_id'), { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } }, { name: 'cursor', in: 'query', schema: Cursor }],
           responses: { '200': { description: 'the agent sources, oldest first, with next_cursor', ...ok({ type: 'array' }) }, ...control(400, 404) },
         },
       },
@@ -263,10 +270,11 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         get: {
           security: bearer,
           parameters: [
-            ...['renter_id', 'source_id'].map((name) => ({ name, in: 'query', schema: { type: 'string' } })),
+            { name: 'renter_id', in: 'query', schema: ClientId },
+            { name: 'source_id', in: 'query', schema: SourceId },
             { name: 'state', in: 'query', schema: { enum: [...RENTAL_STATES] } },
             { name: 'limit', in: 'query', schema: { type: 'integer', minimum: 1, maximum: 200 } },
-            { name: 'cursor', in: 'query', schema: { type: 'string' } },
+            { name: 'cursor', in: 'query', schema: Cursor },
           ],
           responses: { '200': { description: 'rentals, oldest first, with next_cursor: a renter token its own, the admin token all', ...ok({ type: 'array', items: RentalView }) }, ...control(400) },
         },

@@ -36,11 +36,3 @@ export function ownedAgent(registry: Registry, principal: Principal, agentId: st
   if (agent !== undefined && operates(principal, agent.creator_id)) return agent
   throw new ApiError('not_found', 'no such agent')
 }
-
-/** The `limit` query parameter of a list: digits only (Number() would also take "1e2", "0x10" and " 5"). */
-export function pageLimit(query: URLSearchParams, page: { readonly default: number; readonly max: number }): number {
-  const raw = query.get('limit')
-  const limit = raw === null ? page.default : /^[0-9]{1,4}$/.test(raw) ? Number(raw) : Number.NaN
-  if (!Number.isInteger(limit) || limit < 1 || limit > page.max) throw new ApiError('invalid_request', `limit must be an integer from 1 to ${page.max}`)
-  return limit
-}

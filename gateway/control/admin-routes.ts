@@ -1,7 +1,8 @@
 import type { TokenRecord } from '../../registry/index.js'
 import { ApiError, checkCreateAgent, checkCreateToken } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { noBody, pageLimit, parseBody } from './access.js'
+import { param, parseQuery } from '../http/query.js'
+import { noBody, parseBody } from './access.js'
 import { pageAfter } from './paging.js'
 
 export const TOKENS_PAGE = { default: 100, max: 1000 } as const
@@ -11,20 +12,12 @@ export function tokenView(record: TokenRecord) {
   return { token_id: record.token_id, role: record.role, subject: record.subject, created_at: record.created_at, revoked_at: record.revoked_at }
 }
 
-const ROLES: ReadonlySet<string> = new Set(['creator', 'renter', 'metrics', 'scorer'])
-const STATES: ReadonlySet<string> = new Set(['live', 'revoked'])
-
-/** The list filters: each optional, each checked, so a typo is an error rather than an unfiltered list. */
-function tokenFilter(query: URLSearchParams): (record: TokenRecord) => boolean {
-  const role = query.get('role')
-  const subject = query.get('subject')
-  const state = query.get('state')
-  if (role !== null && !ROLES.has(role)) throw new ApiError('invalid_request', 'role must be creator, renter, metrics or scorer')
-  if (state !== null && !STATES.has(state)) throw new ApiError('invalid_request', 'state must be live or revoked')
-  return (r) =>
-    (role === null || r.role === role) &&
-    (subject === null || r.subject === subject) &&
-    (state === null || (state === 'live') === (r.revoked_at === null))
+const LIST_QUERY = {
+  role: param.oneOf(['creator', 'renter', 'metrics', 'scorer'] as const),
+  subject: param.clientId,
+  state: param.oneOf(['live', 'revoked'] as const),
+  limit: param.limit(TOKENS_PAGE),
+  cursor: param.cursor,
 }
 
 /** Tokens and agents: issued by the operator (the admin token). */
@@ -40,9 +33,11 @@ export function registerAdminRoutes(parts: JsonRoutesParts): void {
 
   // Oldest first; how a token whose creation answer was lost is found again, and revoked.
   jsonRoute(parts, 'get', '/v1/admin/tokens', { access: 'admin' }, ({ query }) => {
-    const limit = pageLimit(query, TOKENS_PAGE)
+    const { role, subject, state, limit, cursor } = parseQuery(query, LIST_QUERY)
+    const keep = (r: TokenRecord) =>
+      (role === undefined || r.role === role) && (subject === undefined || r.subject === subject) && (state === undefined || (state === 'live') === (r.revoked_at === null))
     // Timed: a revoked token's record is dropped past the bound, and a cursor naming it must still count.
-    const page = pageAfter(registry.tokens(), (r) => r.token_id, query.get('cursor'), limit, tokenFilter(query), (r) => Date.parse(r.created_at))
+    const page = pageAfter(registry.tokens(), (r) => r.token_id, cursor, limit, keep, (r) => Date.parse(r.created_at))
     return { status: 200, data: page.items.map(tokenView), nextCursor: page.nextCursor }
   })
 

@@ -1,10 +1,10 @@
 import type { AgentRecord } from '../../registry/index.js'
 import { checkUpdateAgent } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { pageLimit, parseBody } from './access.js'
+import { param, parseQuery } from '../http/query.js'
+import { parseBody } from './access.js'
 import { agentView } from './agent-routes.js'
 import { pageAfter } from './paging.js'
-import { closedQuery, idFilter } from './query.js'
 
 export const AGENTS_PAGE = { default: 100, max: 1000 } as const
 
@@ -14,11 +14,9 @@ export function registerAgentAdminRoutes(parts: JsonRoutesParts): void {
 
   // Oldest first; agents are never dropped, so the cursor (the last agent id listed) always counts.
   jsonRoute(parts, 'get', '/v1/admin/agents', { access: 'admin' }, ({ query }) => {
-    closedQuery(query, ['creator_id', 'limit', 'cursor'])
-    const creatorId = idFilter(query, 'creator_id')
-    const limit = pageLimit(query, AGENTS_PAGE)
-    const keep = (a: AgentRecord) => creatorId === null || a.creator_id === creatorId
-    const page = pageAfter(registry.agents(), (a) => a.agent_id, query.get('cursor'), limit, keep)
+    const { creator_id: creatorId, limit, cursor } = parseQuery(query, { creator_id: param.clientId, limit: param.limit(AGENTS_PAGE), cursor: param.cursor })
+    const keep = (a: AgentRecord) => creatorId === undefined || a.creator_id === creatorId
+    const page = pageAfter(registry.agents(), (a) => a.agent_id, cursor, limit, keep)
     return { status: 200, data: page.items.map((a) => agentView(registry, a)), nextCursor: page.nextCursor }
   })
 

@@ -1,6 +1,7 @@
 import type { AgentRecord, Registry } from '../../registry/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { ownedAgent, pageLimit } from './access.js'
+import { param, parseQuery } from '../http/query.js'
+import { ownedAgent } from './access.js'
 import { pageAfter } from './paging.js'
 import { sourceView } from './source-routes.js'
 
@@ -27,9 +28,9 @@ export function registerAgentRoutes(parts: JsonRoutesParts, baseUrl: () => strin
 
   // Oldest first; the cursor is the last source id of the previous page.
   jsonRoute(parts, 'get', '/v1/byo/agents/:agent_id/sources', { access: 'creator' }, ({ principal, params, query }) => {
+    const { limit, cursor } = parseQuery(query, { limit: param.limit(AGENT_SOURCES_PAGE), cursor: param.cursor })
     const agent = ownedAgent(registry, principal, params[0] as string)
-    const limit = pageLimit(query, AGENT_SOURCES_PAGE)
-    const page = pageAfter(registry.sourcesOfAgent(agent.agent_id), (s) => s.source_id, query.get('cursor'), limit)
+    const page = pageAfter(registry.sourcesOfAgent(agent.agent_id), (s) => s.source_id, cursor, limit)
     return { status: 200, data: page.items.map((s) => sourceView(s, baseUrl())), nextCursor: page.nextCursor }
   })
 }

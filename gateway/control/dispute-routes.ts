@@ -3,6 +3,7 @@ import { LOOKUP_MAX_RECORDS, parseIsoUtc } from '../../pipeline/index.js'
 import type { DisputedSignal, SourceRecord } from '../../registry/index.js'
 import { ApiError, checkOpenDispute, checkResolveDispute, type OpenDisputeRequest } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
+import { parseQuery } from '../http/query.js'
 import { ownedSource, parseBody } from './access.js'
 
 /** What the dispute routes need of the ingest pipeline. */
@@ -57,7 +58,8 @@ export function registerDisputeRoutes(parts: JsonRoutesParts, signals: SignalFin
     return { status: 201, data: record }
   })
 
-  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/disputes', { access: 'creator' }, ({ principal, params }) => {
+  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/disputes', { access: 'creator' }, ({ principal, params, query }) => {
+    parseQuery(query, {})
     const source = ownedSource(registry, principal, params[0] as string)
     // At most DISPUTE_LIMITS.perSource: one page.
     return { status: 200, data: registry.disputesOf(source.source_id), nextCursor: null }

@@ -1,6 +1,7 @@
 import { parsePublicKey } from '../../registry/index.js'
 import { ApiError, checkRegisterKey, checkRevokeKey } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
+import { parseQuery } from '../http/query.js'
 import { noBody, ownedSource, parseBody } from './access.js'
 
 /**
@@ -19,7 +20,9 @@ export function registerKeyRoutes(parts: JsonRoutesParts, ingestSettled: () => P
     return { status: 201, data: await registry.addKey(source.source_id, parsed.key) }
   })
 
-  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/keys', { access: 'creator' }, ({ principal, params }) => {
+  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/keys', { access: 'creator' }, ({ principal, params, query }) => {
+    // One page: a source holds at most 96 keys.
+    parseQuery(query, {})
     const source = ownedSource(registry, principal, params[0] as string)
     return { status: 200, data: registry.keysOf(source.source_id), nextCursor: null }
   })

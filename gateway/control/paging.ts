@@ -1,4 +1,4 @@
-import { ApiError } from '../../schemas/index.js'
+import { badCursor } from '../http/query.js'
 
 export interface Page<T> {
   readonly items: T[]
@@ -22,12 +22,12 @@ export interface Page<T> {
 export function pageAfter<T>(
   items: Iterable<T>,
   idOf: (item: T) => string,
-  cursor: string | null,
+  cursor: string | undefined,
   limit: number,
   keep: (item: T) => boolean = () => true,
   timeOf?: (item: T) => number,
 ): Page<T> {
-  const named = cursor === null ? undefined : parseCursor(cursor, timeOf !== undefined)
+  const named = cursor === undefined ? undefined : parseCursor(cursor, timeOf !== undefined)
   const list = Array.isArray(items) ? (items as T[]) : [...items]
   let start = 0
   if (named !== undefined) {
@@ -66,5 +66,3 @@ function parseCursor(cursor: string, timed: boolean): { id: string; time: number
   if (dot === 0 || !/^[0-9]{1,15}$/.test(cursor.slice(dot + 1)) || !Number.isSafeInteger(time)) throw badCursor()
   return { id: cursor.slice(0, dot), time }
 }
-
-const badCursor = () => new ApiError('invalid_request', 'cursor is not one this endpoint returned')

@@ -1,18 +1,24 @@
 import { parseIsoUtc } from '../../pipeline/index.js'
 import type { Principal } from '../../registry/index.js'
-import { RentalError, type RentalFilter, type RentalRecord, type Rentals, type RentalState } from '../../rentals/index.js'
+import { RentalError, type RentalFilter, type RentalRecord, type Rentals } from '../../rentals/index.js'
 import { ApiError, checkCreateRental, RENTAL_STATES } from '../../schemas/index.js'
 import { isKvError } from '../../storage/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { noBody, pageLimit, parseBody } from './access.js'
+import { param, parseQuery } from '../http/query.js'
+import { noBody, parseBody } from './access.js'
 import { pageAfter } from './paging.js'
 
 export const RENTALS_PAGE = { default: 50, max: 200 } as const
 /** How far in the past a starts_at may lie: the caller's clock and the gateway's differ a little. */
 export const STARTS_AT_SLACK_MS = 5 * 60_000
 
-const STATES: ReadonlySet<string> = new Set(RENTAL_STATES)
-const CLIENT_ID = /^(?!\.\.?$)[A-Za-z0-9_:.-]{1,128}$/
+const LIST_QUERY = {
+  renter_id: param.clientId,
+  source_id: param.sourceId,
+  state: param.oneOf(RENTAL_STATES),
+  limit: param.limit(RENTALS_PAGE),
+  cursor: param.cursor,
+}
 
 /**
  * Who may read a rental: its renter and the admin. A creator is not told who rents its
@@ -50,17 +56,6 @@ function time(field: string, value: string): number {
   return ms
 }
 
-/** The list filters: each optional, each checked, so a typo is an error rather than an unfiltered list. */
-function listFilter(query: URLSearchParams): RentalFilter & { state?: RentalState } {
-  const renterId = query.get('renter_id')
-  const sourceId = query.get('source_id')
-  const state = query.get('state')
-  if (renterId !== null && !CLIENT_ID.test(renterId)) throw new ApiError('invalid_request', 'renter_id must be a renter subject (1 to 128 of A-Z a-z 0-9 _ : . -)')
-  if (sourceId !== null && (sourceId.length === 0 || sourceId.length > 128)) throw new ApiError('invalid_request', 'source_id must be 1 to 128 characters')
-  if (state !== null && !STATES.has(state)) throw new ApiError('invalid_request', `state must be one of ${RENTAL_STATES.join(', ')}`)
-  return { ...(renterId !== null && { renter_id: renterId }), ...(sourceId !== null && { source_id: sourceId }), ...(state !== null && { state: state as RentalState }) }
-}
-
 /**
  * Rentals: made and ended by the operator (the admin token), read by their renter. A
  * rental gives its renter the signals of the source; it never gives the source itself.
@@ -87,14 +82,14 @@ export function registerRentalRoutes(parts: JsonRoutesParts, rentals: Rentals, n
   // Oldest first. A renter lists its own rentals (a renter_id naming another lists none); the admin lists all.
   jsonRoute(parts, 'get', '/v1/rentals', { access: 'any' }, ({ principal, query }) => {
     refuseCreators(principal)
-    const limit = pageLimit(query, RENTALS_PAGE)
-    const filter = listFilter(query)
-    if (principal.role === 'renter' && filter.renter_id !== undefined && filter.renter_id !== principal.subject) return { status: 200, data: [], nextCursor: null }
+    const { renter_id: renterId, source_id: sourceId, state, limit, cursor } = parseQuery(query, LIST_QUERY)
+    if (principal.role === 'renter' && renterId !== undefined && renterId !== principal.subject) return { status: 200, data: [], nextCursor: null }
+    const filter: RentalFilter = { ...(renterId !== undefined && { renter_id: renterId }), ...(sourceId !== undefined && { source_id: sourceId }) }
     const scope = principal.role === 'renter' ? { ...filter, renter_id: principal.subject } : filter
     const at = now()
-    const keep = filter.state === undefined ? undefined : (r: RentalRecord) => rentals.isIn(r, filter.state as RentalState, at)
+    const keep = state === undefined ? undefined : (r: RentalRecord) => rentals.isIn(r, state, at)
     // Timed: a rental deleted past its keeping time must not make a cursor naming it fail.
-    const page = pageAfter(rentals.candidates(scope), (r) => r.rental_id, query.get('cursor'), limit, keep, (r) => Date.parse(r.created_at))
+    const page = pageAfter(rentals.candidates(scope), (r) => r.rental_id, cursor, limit, keep, (r) => Date.parse(r.created_at))
     return { status: 200, data: page.items.map((r) => rentals.view(r, at)), nextCursor: page.nextCursor }
   })
 

@@ -1,14 +1,20 @@
 import type { SourceRecord } from '../../registry/index.js'
 import { ApiError, checkUpdateSource, type RateCeiling } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { noBody, ownedSource, pageLimit, parseBody } from './access.js'
+import { param, parseQuery } from '../http/query.js'
+import { noBody, ownedSource, parseBody } from './access.js'
 import { pageAfter } from './paging.js'
-import { closedQuery, idFilter, oneOf } from './query.js'
 import { parseListing, parseManifest, sourceView } from './source-routes.js'
 
 export const SOURCES_PAGE = { default: 50, max: 200 } as const
 
-const STATES = ['live', 'retired'] as const
+const LIST_QUERY = {
+  creator_id: param.clientId,
+  agent_id: param.clientId,
+  state: param.oneOf(['live', 'retired'] as const),
+  limit: param.limit(SOURCES_PAGE),
+  cursor: param.cursor,
+}
 
 /**
  * A source's life after registration: the creator's list of its sources, a new manifest
@@ -22,21 +28,17 @@ export function registerSourceLifecycleRoutes(parts: JsonRoutesParts, baseUrl: (
   // Oldest first. A creator sees its own sources only (a creator_id or agent_id of
   // another creator finds nothing); the admin sees every source.
   jsonRoute(parts, 'get', '/v1/byo/sources', { access: 'creator' }, ({ principal, query }) => {
-    closedQuery(query, ['creator_id', 'agent_id', 'state', 'limit', 'cursor'])
-    const creatorId = idFilter(query, 'creator_id')
-    const agentId = idFilter(query, 'agent_id')
-    const state = oneOf(query, 'state', STATES)
-    const limit = pageLimit(query, SOURCES_PAGE)
-    const own = principal.role === 'admin' ? null : principal.subject
+    const { creator_id: creatorId, agent_id: agentId, state, limit, cursor } = parseQuery(query, LIST_QUERY)
+    const own = principal.role === 'admin' ? undefined : principal.subject
     // The narrowest index that holds every match; sources are never dropped, so the
     // cursor (the last source id listed) is always found among them.
     const creator = own ?? creatorId
-    const among = agentId !== null ? registry.sourcesOfAgent(agentId) : creator !== null ? registry.sourcesOfCreator(creator) : registry.sources()
+    const among = agentId !== undefined ? registry.sourcesOfAgent(agentId) : creator !== undefined ? registry.sourcesOfCreator(creator) : registry.sources()
     const keep = (s: SourceRecord) =>
-      (own === null || s.creator_id === own) &&
-      (creatorId === null || s.creator_id === creatorId) &&
-      (state === null || (state === 'live') === (s.retired_at === null))
-    const page = pageAfter(among, (s) => s.source_id, query.get('cursor'), limit, keep)
+      (own === undefined || s.creator_id === own) &&
+      (creatorId === undefined || s.creator_id === creatorId) &&
+      (state === undefined || (state === 'live') === (s.retired_at === null))
+    const page = pageAfter(among, (s) => s.source_id, cursor, limit, keep)
     return { status: 200, data: page.items.map((s) => sourceView(s, baseUrl())), nextCursor: page.nextCursor }
   })
 

@@ -5,6 +5,7 @@ import type { RentalRecord, Rentals } from '../../rentals/index.js'
 import { ApiError } from '../../schemas/index.js'
 import { isKvError } from '../../storage/index.js'
 import { getRoute, jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
+import { parseQuery } from '../http/query.js'
 import { noBody } from './access.js'
 
 /**
@@ -77,8 +78,9 @@ export function registerWebhookRoutes(parts: JsonRoutesParts, rentals: Rentals, 
       return { status: 200, data: { webhook_id: outcome.webhook_id, result: outcome.result, status: outcome.status, error: outcome.error, duration_ms: outcome.durationMs } }
     }),
   )
-  jsonRoute(parts, 'get', `${base}/deliveries`, { access: 'renter' }, ({ principal, params }) =>
+  jsonRoute(parts, 'get', `${base}/deliveries`, { access: 'renter' }, ({ principal, params, query }) =>
     answer(async () => {
+      parseQuery(query, {})
       const rental = ownRental(rentals, principal, params[0] as string)
       return { status: 200, data: await webhooks.deliveries(rental.rental_id) }
     }),

@@ -3,7 +3,7 @@ import type { ExportFormat, ReceiptFilter, ReceiptStore } from '../../receipts/i
 import type { Principal } from '../../registry/index.js'
 import { ApiError } from '../../schemas/index.js'
 import type { ReceiptAccess } from './receipt-access.js'
-import { exportFormat, readQuery, type ReadQuery } from './receipt-params.js'
+import { EXPORT_PARAMS, readQuery } from './receipt-params.js'
 import { readRoute, storeError, type ReadContext, type ReadRouteParts } from './read-route.js'
 import { RowCounter } from './row-counter.js'
 import type { ExportSlots } from './export-slots.js'
@@ -21,10 +21,10 @@ export interface ExportParts {
   readonly logger: Logger
 }
 
-function exportQuery(query: URLSearchParams, cross: boolean): ReadQuery & { format: ExportFormat } {
-  const q = readQuery(query, { cross, extra: ['format'] })
+function exportQuery(query: URLSearchParams, cross: boolean): { filter: ReceiptFilter; format: ExportFormat } {
+  const q = readQuery(query, cross, EXPORT_PARAMS)
   if (q.includeTest) throw new ApiError('invalid_request', 'include_test: exports never include test receipts')
-  return { ...q, format: exportFormat(query) }
+  return { filter: q.filter, format: q.params.format }
 }
 
 /** Exports need a token: they are metered per caller, and the public reads through the lists. */

@@ -1,78 +1,56 @@
-import { parseIsoUtc } from '../../pipeline/index.js'
-import { DISPUTE_STATUSES, OUTCOMES, type ExportFormat, type ReceiptFilter } from '../../receipts/index.js'
+import { DISPUTE_STATUSES, OUTCOMES, type ReceiptFilter } from '../../receipts/index.js'
 import { ApiError } from '../../schemas/index.js'
-import { closedQuery, idFilter, oneOf } from '../control/query.js'
+import { badCursor, param, parseQuery, withDefault, type ParsedQuery, type QueryRules } from '../http/query.js'
 
 export const RECEIPTS_PAGE = { default: 100, max: 1000 } as const
 export const EXPORT_FORMATS = ['ndjson', 'csv', 'parquet'] as const
 
-const FILTERS = ['from', 'to', 'outcome', 'severity', 'token', 'status'] as const
+/** The filters of every receipt list and export. */
+const FILTERS = {
+  from: param.instant,
+  to: param.instant,
+  outcome: param.oneOf(OUTCOMES),
+  severity: param.matching(/^[A-Za-z0-9_-]{1,32}$/, '1 to 32 of A-Z a-z 0-9 _ -'),
+  token: param.matching(/^[A-Za-z0-9]{1,128}$/, 'a token address: 1 to 128 letters and digits'),
+  status: param.oneOf(DISPUTE_STATUSES),
+  include_test: param.flag,
+}
 /** Filters only the cross-source endpoints take. */
-const CROSS_FILTERS = ['source_id', 'agent_id'] as const
+const CROSS_FILTERS = { source_id: param.sourceId, agent_id: param.clientId }
 
-export interface ReadQuery {
+/** The other parameters of a list. */
+export const LIST_PARAMS = { limit: param.limit(RECEIPTS_PAGE), cursor: param.cursor }
+/** The other parameter of an export. */
+export const EXPORT_PARAMS = { format: withDefault(param.oneOf(EXPORT_FORMATS), 'ndjson') }
+
+export interface ReadQuery<E extends QueryRules> {
   readonly filter: ReceiptFilter
   readonly includeTest: boolean
-}
-
-function instant(query: URLSearchParams, name: 'from' | 'to'): number | undefined {
-  const raw = query.get(name)
-  if (raw === null) return undefined
-  const ms = parseIsoUtc(raw)
-  if (ms === undefined) throw new ApiError('invalid_request', `${name} must be an ISO 8601 UTC time, such as 2030-01-31T12:00:00Z`)
-  return ms
-}
-
-function matching(query: URLSearchParams, name: string, pattern: RegExp, shape: string): string | undefined {
-  const raw = query.get(name)
-  if (raw === null) return undefined
-  if (!pattern.test(raw)) throw new ApiError('invalid_request', `${name} must be ${shape}`)
-  return raw
+  /** The endpoint's other parameters (`extra`), parsed. */
+  readonly params: ParsedQuery<E>
 }
 
 /**
- * The filters of a list or export, checked, every bad one `400 invalid_request` naming it.
- * `extra` names the other parameters the endpoint takes (limit, cursor, format).
+ * The query of a receipt list or export (parseQuery's rules): the filters, those across
+ * sources where `cross`, and the endpoint's `extra` parameters (limit and cursor, or format).
  */
-export function readQuery(query: URLSearchParams, options: { cross: boolean; extra: readonly string[] }): ReadQuery {
-  closedQuery(query, [...FILTERS, ...(options.cross ? CROSS_FILTERS : []), 'include_test', ...options.extra])
-  const from = instant(query, 'from')
-  const to = instant(query, 'to')
+export function readQuery<E extends QueryRules>(query: URLSearchParams, cross: boolean, extra: E): ReadQuery<E> {
+  const rules: QueryRules = { ...FILTERS, ...(cross ? CROSS_FILTERS : {}), ...extra }
+  const p = parseQuery(query, rules) as ParsedQuery<typeof FILTERS> & Partial<ParsedQuery<typeof CROSS_FILTERS>>
+  const { from, to, outcome, severity, token, status, source_id: sourceId, agent_id: agentId } = p
   if (from !== undefined && to !== undefined && to <= from) throw new ApiError('invalid_request', 'to must be after from')
-  const outcome = oneOf(query, 'outcome', OUTCOMES)
-  const status = oneOf(query, 'status', DISPUTE_STATUSES)
-  const severity = matching(query, 'severity', /^[A-Za-z0-9_-]{1,32}$/, '1 to 32 of A-Z a-z 0-9 _ -')
-  const token = matching(query, 'token', /^[A-Za-z0-9]{1,128}$/, 'a token address: 1 to 128 letters and digits')
-  const includeTest = oneOf(query, 'include_test', ['true', 'false'] as const) === 'true'
-  const sourceId = options.cross ? idFilter(query, 'source_id') : null
-  const agentId = options.cross ? idFilter(query, 'agent_id') : null
   const filter: ReceiptFilter = {
     ...(from !== undefined && { from }),
     ...(to !== undefined && { to }),
-    ...(outcome !== null && { outcome }),
+    ...(outcome !== undefined && { outcome }),
     ...(severity !== undefined && { severity }),
     ...(token !== undefined && { token }),
-    ...(status !== null && { status }),
-    ...(sourceId !== null && { source_id: sourceId }),
-    ...(agentId !== null && { agent_id: agentId }),
+    ...(status !== undefined && { status }),
+    ...(sourceId !== undefined && { source_id: sourceId }),
+    ...(agentId !== undefined && { agent_id: agentId }),
   }
-  return { filter, includeTest }
+  return { filter, includeTest: p.include_test, params: p as unknown as ParsedQuery<E> }
 }
-
-/** `limit`: 1 to 1,000, 100 when absent; digits only. */
-export function listLimit(query: URLSearchParams): number {
-  const raw = query.get('limit')
-  if (raw === null) return RECEIPTS_PAGE.default
-  const limit = /^[0-9]{1,4}$/.test(raw) ? Number(raw) : Number.NaN
-  if (!(limit >= 1 && limit <= RECEIPTS_PAGE.max)) throw new ApiError('invalid_request', `limit must be an integer from 1 to ${RECEIPTS_PAGE.max}`)
-  return limit
-}
-
-export function exportFormat(query: URLSearchParams): ExportFormat {
-  return oneOf(query, 'format', EXPORT_FORMATS) ?? 'ndjson'
-}
-
-const badCursor = (why = 'it is not one this endpoint returned') => new ApiError('invalid_request', `cursor is not valid: ${why}`)
 
 /**
  * A public page's cursor carries the cutoff its walk started with, so the next pages ask

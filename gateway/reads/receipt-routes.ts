@@ -1,14 +1,16 @@
 import type { Receipt, ReceiptFilter, ReceiptStore } from '../../receipts/index.js'
 import { ApiError } from '../../schemas/index.js'
-import { closedQuery } from '../control/query.js'
+import { parseQuery } from '../http/query.js'
 import type { ReceiptAccess, SourceAccess } from './receipt-access.js'
-import { decodePublicCursor, encodePublicCursor, listLimit, readQuery, type ReadQuery } from './receipt-params.js'
+import { decodePublicCursor, encodePublicCursor, LIST_PARAMS, readQuery, type ReadQuery } from './receipt-params.js'
 import { publicReceipt } from './receipt-view.js'
 import { readRoute, type ReadRouteParts } from './read-route.js'
 
 const notFound = (what: string) => new ApiError('not_found', `no such ${what}`)
 
-function checkTest(q: ReadQuery, operator: boolean): void {
+type ListQuery = ReadQuery<typeof LIST_PARAMS>
+
+function checkTest(q: ListQuery, operator: boolean): void {
   if (q.includeTest && !operator) throw new ApiError('invalid_request', 'include_test is for the source\'s creator and the admin')
 }
 
@@ -19,14 +21,15 @@ const fullReceipt = (r: Receipt) => r
  * One page of a source as `access` lets its reader see it. A public page is bounded by
  * the delay's cutoff, carried in its cursor from the first page.
  */
-async function sourcePage(store: ReceiptStore, access: SourceAccess, q: ReadQuery, limit: number, cursor: string | null) {
+async function sourcePage(store: ReceiptStore, access: SourceAccess, q: ListQuery) {
+  const { limit, cursor } = q.params
   const base: ReceiptFilter = { ...q.filter, source_id: access.source.source_id }
   if (access.view === 'full') {
-    const page = await store.list({ ...base, limit, ...(cursor !== null && { cursor }), includeTest: q.includeTest })
+    const page = await store.list({ ...base, limit, ...(cursor !== undefined && { cursor }), includeTest: q.includeTest })
     return { data: page.receipts.map(fullReceipt), next: page.next_cursor ?? null }
   }
   const latest = access.cutoffMs as number
-  const walk = cursor === null ? { cutoffMs: latest, storeCursor: undefined } : decodePublicCursor(cursor, latest)
+  const walk = cursor === undefined ? { cutoffMs: latest, storeCursor: undefined } : decodePublicCursor(cursor, latest)
   const to = Math.min(q.filter.to ?? Number.MAX_SAFE_INTEGER, walk.cutoffMs)
   if (q.filter.from !== undefined && to <= q.filter.from) return { data: [], next: null }
   const page = await store.list({ ...base, to, limit, ...(walk.storeCursor !== undefined && { cursor: walk.storeCursor }) })
@@ -41,21 +44,19 @@ async function sourcePage(store: ReceiptStore, access: SourceAccess, q: ReadQuer
  */
 export function registerReceiptRoutes(r: ReadRouteParts, store: ReceiptStore, access: ReceiptAccess): void {
   readRoute(r, '/v1/byo/sources/:source_id/receipts', async ({ reply, reader, params, query, admit }) => {
-    const q = readQuery(query, { cross: false, extra: ['limit', 'cursor'] })
-    const limit = listLimit(query)
+    const q = readQuery(query, false, LIST_PARAMS)
     const seen = access.source(reader, params[0] as string)
     // The allowance is taken before a 404, so unknown ids cannot be probed for free.
     await admit(seen?.rental?.rental_id)
     if (seen === undefined) throw notFound('source')
     checkTest(q, seen.operator)
-    const page = await sourcePage(store, seen, q, limit, query.get('cursor'))
+    const page = await sourcePage(store, seen, q)
     reply.send(200, { ok: true, data: page.data, next_cursor: page.next })
   })
 
   readRoute(r, '/v1/byo/receipts', async ({ reply, reader, query, admit }) => {
-    const q = readQuery(query, { cross: true, extra: ['limit', 'cursor'] })
-    const limit = listLimit(query)
-    const cursor = query.get('cursor')
+    const q = readQuery(query, true, LIST_PARAMS)
+    const { limit, cursor } = q.params
     if (reader.kind === 'public') {
       // Each public source has its own delay: the public reads one source at a time.
       if (q.filter.source_id === undefined) {
@@ -66,19 +67,19 @@ export function registerReceiptRoutes(r: ReadRouteParts, store: ReceiptStore, ac
       await admit()
       if (seen === undefined) throw notFound('source')
       checkTest(q, false)
-      const page = await sourcePage(store, seen, q, limit, cursor)
+      const page = await sourcePage(store, seen, q)
       return reply.send(200, { ok: true, data: page.data, next_cursor: page.next })
     }
     await admit()
     const scope = access.fullScope(reader.principal)
     checkTest(q, scope.operator)
     if (scope.sourceIds !== undefined && scope.sourceIds.length === 0) return reply.send(200, { ok: true, data: [], next_cursor: null })
-    const page = await store.list({ ...q.filter, ...(scope.sourceIds !== undefined && { source_ids: scope.sourceIds }), limit, ...(cursor !== null && { cursor }), includeTest: q.includeTest })
+    const page = await store.list({ ...q.filter, ...(scope.sourceIds !== undefined && { source_ids: scope.sourceIds }), limit, ...(cursor !== undefined && { cursor }), includeTest: q.includeTest })
     reply.send(200, { ok: true, data: page.receipts.map(fullReceipt), next_cursor: page.next_cursor ?? null })
   })
 
   readRoute(r, '/v1/byo/receipts/:receipt_id', async ({ reply, reader, params, query, admit }) => {
-    closedQuery(query, [])
+    parseQuery(query, {})
     await admit()
     const receipt = await store.get(params[0] as string)
     const seen = receipt === undefined ? undefined : access.receipt(reader, receipt)

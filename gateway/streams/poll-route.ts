@@ -2,14 +2,15 @@ import { compareCursors, cursorEventId, cursorOf, deliverableEnd, lastEventSeq, 
 import type { SignalLog } from '../../pipeline/index.js'
 import { isFinal, type Rentals } from '../../rentals/index.js'
 import { ApiError, type DeliveryEvent } from '../../schemas/index.js'
-import { pageLimit } from '../control/access.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
-import { checkedResumePoint, checkQuery } from './resume-point.js'
+import { param, parseQuery } from '../http/query.js'
+import { checkedResumePoint } from './resume-point.js'
 
 export const POLL_PAGE = { default: 100, max: 1000 } as const
 /** Log records one poll reads at most (the journal has no index by source): past it the page ends early with a cursor. */
 export const POLL_SCAN_MAX = 50_000
-const KNOWN = ['after', 'limit'] as const
+/** `after` is checked against the rental and the log (checkedResumePoint). */
+const POLL_QUERY = { after: param.given, limit: param.limit(POLL_PAGE) }
 
 export interface PollRouteOptions {
   readonly log: SignalLog
@@ -27,13 +28,11 @@ export interface PollRouteOptions {
 export function registerPollRoute(parts: JsonRoutesParts, o: PollRouteOptions): void {
   const now = o.now ?? Date.now
   jsonRoute(parts, 'get', '/v1/rentals/:rental_id/signals', { access: 'renter' }, async ({ principal, params, query }) => {
-    checkQuery(query, KNOWN)
+    const { after: afterText, limit } = parseQuery(query, POLL_QUERY)
     const rentalId = params[0] as string
     const rental = o.rentals.get(rentalId)
     if (rental === undefined || rental.renter_id !== principal.subject) throw new ApiError('not_found', 'no such rental')
-    const limit = pageLimit(query, POLL_PAGE)
-    const afterText = query.get('after')
-    const after = afterText === null ? undefined : await checkedResumePoint(afterText, 'after', rental, o.log, parts.registry)
+    const after = afterText === undefined ? undefined : await checkedResumePoint(afterText, 'after', rental, o.log, parts.registry)
     // After the rental's last event nothing follows.
     if (after?.end === true) return { status: 200, data: [], nextCursor: null }
     const start = after === undefined ? undefined : cursorOf(after, parts.registry, rental.source_id)

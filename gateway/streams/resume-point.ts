@@ -28,16 +28,3 @@ export async function checkedResumePoint(
   }
   return position
 }
-
-/**
- * Refuses a query parameter that is not one of `known`, or one sent twice (`after=5&after=6`
- * would otherwise mean whichever the code happened to read).
- */
-export function checkQuery(query: URLSearchParams, known: readonly string[]): void {
-  const seen = new Set<string>()
-  for (const name of query.keys()) {
-    if (!known.includes(name)) throw new ApiError('invalid_request', `unknown query parameter ${name}; use ${known.join(', ')}`)
-    if (seen.has(name)) throw new ApiError('invalid_request', `query parameter ${name} is given more than once`)
-    seen.add(name)
-  }
-}

@@ -7,8 +7,9 @@ import { ApiError } from '../../schemas/index.js'
 import { bearerPrincipal } from '../http/bearer.js'
 import { getRoute, jsonRoute, pathParameter, type JsonRoutesParts } from '../http/json-route.js'
 import { noBody } from '../control/access.js'
+import { param, parseQuery } from '../http/query.js'
 import { FlushScheduler } from './sse-flush.js'
-import { checkedResumePoint, checkQuery } from './resume-point.js'
+import { checkedResumePoint } from './resume-point.js'
 import { SseSink } from './sse-sink.js'
 
 export interface StreamRouteOptions {
@@ -65,14 +66,14 @@ function ownRental(rentals: Rentals, principal: Principal, rentalId: string): Re
 /** Ticks of the heartbeat clock per heartbeat interval: a stream's ping comes 100 to 110 % of the interval after its last frame. */
 const HEARTBEAT_STEPS = 10
 
-/** Query parameters of the event stream. */
-const STREAM_QUERY = ['ticket', 'last_event_id'] as const
+/** Query parameters of the event stream: both are checked against state (the ticket store, the rental and the log). */
+const STREAM_QUERY = { ticket: param.given, last_event_id: param.given }
 
 /** The resume point: the Last-Event-ID header (what EventSource sends on reconnecting) over `?last_event_id=`. */
-function resumePoint(header: string, query: URLSearchParams, rental: RentalRecord, o: StreamRouteOptions, disputes: RentalDisputes): Promise<EventPosition> | undefined {
+function resumePoint(header: string, fromQuery: string | undefined, rental: RentalRecord, o: StreamRouteOptions, disputes: RentalDisputes): Promise<EventPosition> | undefined {
   const fromHeader = header !== ''
-  const text = fromHeader ? header : query.get('last_event_id')
-  if (text === null) return undefined
+  const text = fromHeader ? header : fromQuery
+  if (text === undefined) return undefined
   return checkedResumePoint(text, fromHeader ? 'Last-Event-ID' : 'last_event_id', rental, o.log, disputes)
 }
 
@@ -133,7 +134,6 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
     })
     const principal = authCount === 1 ? bearerPrincipal(parts.registry, req.getHeader('authorization')) : undefined
     const lastEventId = req.getHeader('last-event-id')
-    const ticket = query.get('ticket')
     let session: StreamSession | undefined
     let sink: SseSink | undefined
     let reserved = false
@@ -166,10 +166,10 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
     // a request refused for its input, the cap or a rental it cannot open keeps its ticket.
     Promise.resolve()
       .then(async () => {
-        checkQuery(query, STREAM_QUERY)
+        const { ticket, last_event_id: lastEventIdParam } = parseQuery(query, STREAM_QUERY)
         let rental: RentalRecord
         let tokenId: string
-        const ticketHash = ticket === null ? undefined : hashTicket(ticket)
+        const ticketHash = ticket === undefined ? undefined : hashTicket(ticket)
         if (ticketHash !== undefined) {
           if (authCount > 0) throw new ApiError('invalid_request', 'send either a ticket or an Authorization header, not both')
           const grant = TICKET.test(ticket as string) ? await o.tickets.peek(ticketHash, now()) : undefined
@@ -184,7 +184,7 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
           rental = ownRental(o.rentals, principal, rentalId)
           tokenId = principal.tokenId as string
         }
-        const resume = await resumePoint(lastEventId, query, rental, o, parts.registry)
+        const resume = await resumePoint(lastEventId, lastEventIdParam, rental, o, parts.registry)
         if (reply.aborted) return
         if (!parts.registry.tokenLive(tokenId)) throw new ApiError('unauthorized', 'the token was revoked')
         // After the rental's last event nothing follows: 204 tells EventSource to stop reconnecting.

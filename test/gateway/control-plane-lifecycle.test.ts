@@ -112,7 +112,7 @@ t.test("a creator lists its own sources over all its agents, oldest first, paged
     ['?limit=201', /limit/],
     ['?cursor=src_forged', /cursor/],
     ['?creator=x', /unknown query parameter "creator"/],
-    ['?state=live&state=retired', /state is given twice/],
+    ['?state=live&state=retired', /state is given more than once/],
     ['?creator_id=a%20b', /creator_id must be/],
     [`?agent_id=${'x'.repeat(129)}`, /agent_id must be/],
   ] as const) {

@@ -223,6 +223,26 @@ t.test('GET on the ingest path is 405 and an unknown path is 404, both with erro
   t.equal(((await missing.json()) as any).error.code, 'not_found')
 })
 
+t.test('CONNECT gets 405 with Allow on a path the gateway serves and 404 elsewhere; in its authority form, no answer', async (t) => {
+  const connectTo = (target: string, timeoutMs?: number) =>
+    rawRequest(gw.port, [`CONNECT ${target} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`], timeoutMs === undefined ? {} : { timeoutMs })
+  const ingest = await connectTo(path)
+  t.equal(ingest?.status, 405, 'the ingest path')
+  t.equal(ingest?.headers['allow'], 'POST')
+  t.equal(ingest?.body?.error?.code, 'method_not_allowed')
+  t.equal(ingest?.closed, true, 'and the connection closes')
+  const list = await connectTo('/v1/rentals')
+  t.equal(list?.status, 405, 'a control-plane path')
+  t.equal(list?.headers['allow'], 'GET, HEAD')
+  const missing = await connectTo('/v1/nothing')
+  t.equal(missing?.status, 404, 'a path that does not exist')
+  t.equal(missing?.body?.error?.code, 'not_found')
+  t.equal(missing?.closed, true)
+  // `CONNECT host:port`, what a client asking for a tunnel sends: the parser drops it, like an absolute-form target.
+  t.equal(await connectTo('127.0.0.1:443', 500), undefined, 'no answer within 500 ms')
+  await stillServing(t)
+})
+
 t.test('a flood of malformed requests never produces a 500', async (t) => {
   const bodies = ['', '[]', 'null', '"str"', '{}', '{"a":', '\u0000', '{"signal_id":{}}', '{"signal_id":"abcdefgh","source_id":null}']
   for (const b of bodies) {
