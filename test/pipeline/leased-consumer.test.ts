@@ -57,6 +57,19 @@ t.test('a consumer whose lease is taken stops at once: fetch and ack reject leas
   t.equal((await log.consumerInfo('recorder'))?.ackSeq, 2, 'the position stays at the last ack made while the lease held')
 })
 
+t.test('a fetch waiting when the lease is taken ends at once with lease_lost, so a consume loop stops rather than going on', async (t) => {
+  const { log, bucket } = await setup(t)
+  const a = await openLeasedConsumer(log, bucket, 'recorder', undefined, { mode: 'refuse', leaseMs: LEASE_MS })
+  t.teardown(() => a.close())
+  await a.fetch(10, 0)
+  const waiting = a.fetch(10, 60_000)
+  const entry = (await bucket.get('lease.consumer.recorder'))!
+  const at = performance.now()
+  await bucket.update('lease.consumer.recorder', Buffer.from(JSON.stringify({ holder: 'other-host/42' })), entry.revision)
+  await t.rejects(waiting, { code: 'lease_lost' })
+  t.ok(performance.now() - at < 100, `ended ${Math.round(performance.now() - at)} ms after the take-over`)
+})
+
 t.test('a fetch waits no longer than the lease is valid, so no pull request outlives it', async (t) => {
   const { log, bucket } = await setup(t)
   const a: LeasedConsumer = await openLeasedConsumer(log, bucket, 'recorder', undefined, { mode: 'refuse', leaseMs: LEASE_MS })
