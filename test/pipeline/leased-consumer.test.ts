@@ -11,7 +11,7 @@ import { fileKvBuckets, type KvBucket, type LeaseLoss } from '../../storage/inde
  * with a holder killed mid-stream: log-jetstream-lease.test.ts.
  */
 
-const LEASE_MS = 450
+const LEASE_MS = 600
 type Tap = Parameters<Parameters<typeof t.test>[0]>[0]
 const bytes = (s: string): Uint8Array => new TextEncoder().encode(s)
 
