@@ -6,7 +6,8 @@
  * good (retry with backoff). Every other code is permanent for the call as made:
  * `log_io` and `log_corrupt` mean the log itself failed and must be reopened (or
  * repaired) before it is trusted again; `log_closed`, `record_too_large` and
- * `invalid_argument` are the caller's to fix.
+ * `invalid_argument` are the caller's to fix; `consumer_held` and `lease_lost` say
+ * another process runs (or may now run) the consumer.
  */
 export type LogErrorCode =
   /** The log (or the consumer) was closed, or never opened; nothing was done. */
@@ -25,6 +26,10 @@ export type LogErrorCode =
   | 'log_corrupt'
   /** A caller passed a value the contract does not allow. */
   | 'invalid_argument'
+  /** A durable consumer is leased by another live process (named in the error's `holder`); nothing was opened. */
+  | 'consumer_held'
+  /** The lease of a durable consumer was lost (taken over, or not renewed in time): the consumer stopped and must not fetch or ack again. */
+  | 'lease_lost'
 
 export class LogError extends Error {
   readonly code: LogErrorCode
@@ -33,6 +38,16 @@ export class LogError extends Error {
     super(message, options)
     this.name = 'LogError'
     this.code = code
+  }
+}
+
+/** `consumer_held`, naming the holder of the consumer's lease, so an operator can find the other process. */
+export class ConsumerHeldError extends LogError {
+  readonly holder: string
+
+  constructor(consumer: string, holder: string) {
+    super('consumer_held', `consumer ${consumer} is held by ${holder}: one process at a time pulls a durable consumer; stop that one, or start this one as a standby`)
+    this.holder = holder
   }
 }
 

@@ -1,27 +1,21 @@
 import { randomBytes } from 'node:crypto'
 import { mkdir, readFile } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import { crc32c, isKvError, replaceFileDurably, type KvBucket, type KvWatcher } from '../../storage/index.js'
+import { crc32c, leaseTiming, LeaseKey, leaseValue, replaceFileDurably, seenAfter, type KvBucket, type KvWatcher, type LeaseTiming, type SeenLease } from '../../storage/index.js'
 
 /**
  * Which process runs which rentals' webhook loops. Several delivery processes share the
  * `webhooks` bucket; a rental's loop must run in exactly one of them at a time, or two
  * would send its events side by side, out of order. Rentals are hashed to a fixed number
- * of shards and each shard is leased on the key-value port:
- *
- * - taken with `create` (the key has no value) or, once its holder let it expire, with
- *   `update` at the revision that was seen expiring;
- * - renewed every third of the lease time with `update` at the holder's last revision: a
- *   renewal refused for its revision means another process holds the shard, and the loops
- *   stop at once;
- * - released on a clean stop with `delete` at that revision, after the loops have ended.
- *
- * Expiry is judged on each process's own monotonic clock, never by comparing wall clocks
- * across machines: a lease is expired once its revision has not changed for the lease time
- * since this process saw it. The holder stops its loops when its last successful renewal
- * was sent more than two thirds of the lease time ago, so it has stopped before anyone can
- * have seen the lease expire. A process that restarts on the same DATA_DIR (one process
- * per DATA_DIR) keeps its holder id and takes its shards back at once.
+ * of shards and each shard is a lease on the key-value port (`storage/lease-key.ts`):
+ * taken with `create`, or with `update` at the revision seen once its holder let it lapse
+ * for the lease time on the taker's own clock; renewed every third of the lease time at
+ * the holder's last revision (a refusal, or another process's write seen on the watch,
+ * stops the shard's loops at once); counted on only until two thirds of the lease time
+ * after the last good renewal was sent, so a holder cut off from the bucket stops its
+ * loops before anyone can take the shard over; released on a clean stop with `delete` at
+ * the holder's revision, after the loops have ended. A process that restarts on the same
+ * DATA_DIR (one process per DATA_DIR) keeps its holder id and takes its shards back at once.
  *
  * Shards, not rentals, are leased so the writes stay bounded: with 32 shards and the
  * default 15 s lease, the renewals of the whole cluster are under 7 writes a second however
@@ -79,30 +73,12 @@ export interface ShardLeaseOptions {
   readonly now?: () => number
 }
 
-interface Seen {
-  /** Null once deleted. */
-  readonly holder: string | null
-  readonly revision: number
-  /** When this process saw this revision first. */
-  readonly seenAt: number
-}
-
-interface Held {
-  readonly revision: number
-  /** Past this the holder no longer counts on the lease: its last good renewal was sent validMs before. */
-  readonly validUntil: number
-}
-
-const encode = (holder: string) => Buffer.from(JSON.stringify({ holder, renewed_at: new Date().toISOString() }))
-
 export class ShardLeases {
   readonly #o: ShardLeaseOptions
   readonly #now: () => number
-  readonly #renewMs: number
-  readonly #validMs: number
-  readonly #held = new Map<number, Held>()
-  readonly #shards = new Map<number, Seen>()
-  readonly #members = new Map<string, Seen>()
+  readonly #timing: LeaseTiming
+  readonly #shards: readonly LeaseKey[]
+  readonly #members = new Map<string, SeenLease>()
   readonly #preferred: number
   #watch: KvWatcher | undefined
   #watching: Promise<void> | undefined
@@ -116,8 +92,10 @@ export class ShardLeases {
   constructor(options: ShardLeaseOptions) {
     this.#o = options
     this.#now = options.now ?? (() => performance.now())
-    this.#renewMs = Math.max(1, Math.floor(options.leaseMs / 3))
-    this.#validMs = options.leaseMs - this.#renewMs
+    this.#timing = leaseTiming(options.leaseMs)
+    this.#shards = Array.from({ length: LEASE_SHARDS }, (_, shard) => new LeaseKey({
+      bucket: options.bucket, key: `${SHARD_KEY}${shard}`, holderId: options.holderId, timing: this.#timing, now: this.#now,
+    }))
     // Processes start their search at different shards, so joining ones rarely race for the same key.
     this.#preferred = crc32c(Buffer.from(options.holderId)) % LEASE_SHARDS
   }
@@ -135,8 +113,7 @@ export class ShardLeases {
 
   /** Whether this process may run the loops of `shard` now. */
   holds(shard: number): boolean {
-    const held = this.#held.get(shard)
-    return held !== undefined && this.#now() < held.validUntil
+    return this.#shards[shard]?.holds() ?? false
   }
 
   owns(rentalId: string): boolean {
@@ -145,7 +122,7 @@ export class ShardLeases {
 
   /** The shards held, ascending. */
   held(): number[] {
-    return [...this.#held.keys()].filter((s) => this.holds(s)).sort((a, b) => a - b)
+    return this.#shards.flatMap((lease, shard) => (lease.holds() ? [shard] : []))
   }
 
   /** Lease writes made since the start (renewals, takes, releases, presence). */
@@ -153,18 +130,19 @@ export class ShardLeases {
     return this.#writes
   }
 
+  #taken(): LeaseKey[] {
+    return this.#shards.filter((lease) => lease.isHeld())
+  }
+
   #follow(): void {
     const watch = this.#o.bucket.watch({ key: 'lease.>' })
     this.#watch = watch
     this.#watching = (async () => {
       for await (const entry of watch) {
-        const holder = entry.operation === 'DEL' ? null : holderOf(entry.value)
-        // A value seen again unchanged (the watch started over) keeps the time it was first seen: its expiry runs on.
-        const before = entry.key.startsWith(MEMBER_KEY) ? this.#members.get(entry.key.slice(MEMBER_KEY.length)) : this.#shards.get(Number(entry.key.slice(SHARD_KEY.length)))
-        const seen: Seen = { holder, revision: entry.revision, seenAt: before?.revision === entry.revision ? before.seenAt : this.#now() }
         if (entry.key.startsWith(MEMBER_KEY)) {
           const id = entry.key.slice(MEMBER_KEY.length)
           const known = this.#members.has(id)
+          const seen = seenAfter(this.#members.get(id), entry, this.#now())
           if (seen.holder === null) this.#members.delete(id)
           else this.#members.set(id, seen)
           // A process joined or left: the shares change.
@@ -173,15 +151,14 @@ export class ShardLeases {
         }
         const shard = Number(entry.key.slice(SHARD_KEY.length))
         if (!entry.key.startsWith(SHARD_KEY) || !Number.isInteger(shard) || shard < 0 || shard >= LEASE_SHARDS) continue
-        this.#shards.set(shard, seen)
-        const mine = this.#held.get(shard)
-        if (mine !== undefined && entry.revision > mine.revision && seen.holder !== this.#o.holderId) this.#lose([shard])
-        else if (seen.holder === null && mine === undefined && entry.isUpdate) this.#kick() // released: free to take
+        const lease = this.#shards[shard]!
+        if (lease.observe(entry)) this.#lost()
+        else if (lease.seen()?.holder === null && !lease.isHeld() && entry.isUpdate) this.#kick() // released: free to take
       }
     })().catch((err: unknown) => {
       this.#o.onError?.(err)
       // Fell behind (watch_overflow) or the storage failed: follow again from the current values.
-      if (!this.#closed) setTimeout(() => this.#closed || this.#follow(), this.#renewMs).unref()
+      if (!this.#closed) setTimeout(() => this.#closed || this.#follow(), this.#timing.renewMs).unref()
     })
   }
 
@@ -201,7 +178,7 @@ export class ShardLeases {
     await this.#round
     this.#round = undefined
     if (this.#closed) return
-    const delay = this.#again ? 0 : this.#renewMs
+    const delay = this.#again ? 0 : this.#timing.renewMs
     this.#again = false
     this.#timer = setTimeout(() => void this.#tick(), delay)
     this.#timer.unref()
@@ -210,17 +187,14 @@ export class ShardLeases {
   async #renewAndBalance(): Promise<void> {
     const { bucket, holderId } = this.#o
     this.#writes++
-    await bucket.put(`${MEMBER_KEY}${holderId}`, encode(holderId)).catch((err: unknown) => this.#o.onError?.(err))
+    await bucket.put(`${MEMBER_KEY}${holderId}`, leaseValue(holderId)).catch((err: unknown) => this.#o.onError?.(err))
     await Promise.all(
-      [...this.#held].map(async ([shard, held]) => {
-        const sentAt = this.#now()
+      this.#taken().map(async (lease) => {
         try {
           this.#writes++
-          const revision = await bucket.update(`${SHARD_KEY}${shard}`, encode(holderId), held.revision)
-          if (this.#held.get(shard) === held) this.#held.set(shard, { revision, validUntil: sentAt + this.#validMs })
+          if ((await lease.renew()) === 'lost') this.#lost()
         } catch (err) {
-          if (isKvError(err, 'wrong_revision')) this.#lose([shard])
-          else this.#o.onError?.(err) // kept until it is no longer valid: the next round tries again
+          this.#o.onError?.(err) // kept until it is no longer valid: the next round tries again
         }
       }),
     )
@@ -228,29 +202,24 @@ export class ShardLeases {
     await this.#forgetDeadMembers()
 
     const now = this.#now()
-    const live = 1 + [...this.#members].filter(([id, m]) => id !== holderId && now - m.seenAt < this.#o.leaseMs).length
+    const live = 1 + [...this.#members].filter(([id, m]) => id !== holderId && now - m.seenAt < this.#timing.leaseMs).length
     const share = Math.ceil(LEASE_SHARDS / live)
     const order = Array.from({ length: LEASE_SHARDS }, (_, i) => (this.#preferred + i) % LEASE_SHARDS)
-    if (this.#held.size > share) {
-      await this.#release(order.filter((s) => this.#held.has(s)).slice(share))
+    if (this.#taken().length > share) {
+      await this.#release(order.filter((s) => this.#shards[s]!.isHeld()).slice(share))
       return
     }
     let gained = false
     for (const shard of order) {
-      if (this.#held.size >= share) break
-      if (this.#held.has(shard)) continue
-      const seen = this.#shards.get(shard)
-      const free = seen === undefined || seen.holder === null
-      // Our own, from before a restart on this DATA_DIR, or one whose holder stopped renewing it.
-      if (!free && seen.holder !== holderId && now - seen.seenAt < this.#o.leaseMs) continue
-      const sentAt = this.#now()
+      if (this.#taken().length >= share) break
+      const lease = this.#shards[shard]!
+      // Free, our own from before a restart on this DATA_DIR, or one whose holder stopped renewing it.
+      if (lease.isHeld() || lease.liveHolder() !== null) continue
       try {
         this.#writes++
-        const revision = free ? await bucket.create(`${SHARD_KEY}${shard}`, encode(holderId)) : await bucket.update(`${SHARD_KEY}${shard}`, encode(holderId), seen.revision)
-        this.#held.set(shard, { revision, validUntil: sentAt + this.#validMs })
-        gained = true
+        if (await lease.take()) gained = true
       } catch (err) {
-        if (!isKvError(err, 'exists') && !isKvError(err, 'wrong_revision')) this.#o.onError?.(err)
+        this.#o.onError?.(err)
       }
     }
     if (gained) {
@@ -261,38 +230,33 @@ export class ShardLeases {
 
   /** Drops the shards whose last renewal is too old, stopping their loops. */
   #fence(): void {
-    const now = this.#now()
-    const stale = [...this.#held].filter(([, h]) => now >= h.validUntil).map(([s]) => s)
-    if (stale.length > 0) this.#lose(stale)
+    const stale = this.#shards.filter((lease) => lease.fence())
+    if (stale.length > 0) this.#lost()
     this.#armFence()
   }
 
   #armFence(): void {
     clearTimeout(this.#fenceTimer)
-    if (this.#closed || this.#held.size === 0) return
-    const first = Math.min(...[...this.#held.values()].map((h) => h.validUntil))
-    this.#fenceTimer = setTimeout(() => this.#fence(), Math.max(0, first - this.#now()) + 1)
+    const until = this.#taken().map((lease) => lease.validUntil()!)
+    if (this.#closed || until.length === 0) return
+    this.#fenceTimer = setTimeout(() => this.#fence(), Math.max(0, Math.min(...until) - this.#now()) + 1)
     this.#fenceTimer.unref()
   }
 
-  /** Shards another process holds now, or this one can no longer count on: their loops stop at once. */
-  #lose(shards: number[]): void {
-    for (const s of shards) this.#held.delete(s)
+  /** Shards another process holds now, or this one can no longer count on, were dropped: their loops stop at once. */
+  #lost(): void {
     this.#o.onChange().catch((err: unknown) => this.#o.onError?.(err))
   }
 
   /** Stops the shards' loops, then frees them for another process. */
   async #release(shards: number[]): Promise<void> {
-    const revisions = shards.map((s) => [s, this.#held.get(s)?.revision] as const)
-    for (const s of shards) this.#held.delete(s)
+    const revisions = shards.map((s) => [this.#shards[s]!, this.#shards[s]!.drop()] as const)
     await this.#o.onChange()
     await Promise.all(
-      revisions.map(async ([s, revision]) => {
+      revisions.map(async ([lease, revision]) => {
         if (revision === undefined) return
         this.#writes++
-        await this.#o.bucket.delete(`${SHARD_KEY}${s}`, { revision }).catch((err: unknown) => {
-          if (!isKvError(err, 'wrong_revision')) this.#o.onError?.(err)
-        })
+        await lease.free(revision).catch((err: unknown) => this.#o.onError?.(err))
       }),
     )
   }
@@ -301,7 +265,7 @@ export class ShardLeases {
   async #forgetDeadMembers(): Promise<void> {
     const now = this.#now()
     for (const [id, m] of this.#members) {
-      if (id === this.#o.holderId || now - m.seenAt < 2 * this.#o.leaseMs) continue
+      if (id === this.#o.holderId || now - m.seenAt < 2 * this.#timing.leaseMs) continue
       this.#members.delete(id)
       this.#writes++
       await this.#o.bucket.delete(`${MEMBER_KEY}${id}`, { revision: m.revision }).catch(() => undefined)
@@ -317,16 +281,7 @@ export class ShardLeases {
     await this.#round
     this.#watch?.stop()
     await this.#watching
-    await this.#release([...this.#held.keys()])
+    await this.#release(this.#taken().map((lease) => this.#shards.indexOf(lease)))
     await this.#o.bucket.delete(`${MEMBER_KEY}${this.#o.holderId}`).catch((err: unknown) => this.#o.onError?.(err))
-  }
-}
-
-function holderOf(value: Uint8Array): string | null {
-  try {
-    const holder = (JSON.parse(Buffer.from(value).toString('utf8')) as { holder?: unknown }).holder
-    return typeof holder === 'string' ? holder : null
-  } catch {
-    return null
   }
 }

@@ -23,8 +23,8 @@
  *
  * One process pulls a durable consumer at a time: two pullers of one AckPolicy.All
  * consumer acknowledge each other's records (measured: records are lost). Opening a
- * name already open in this process is refused; across processes it is the
- * deployment's job.
+ * name already open in this process is refused; across processes, open it through
+ * `openLeasedConsumer` (../leased-consumer.ts), which holds a lease on the key-value port.
  */
 import { AckPolicy, DeliverPolicy, jetstreamManager, ReplayPolicy } from '@nats-io/jetstream'
 import type { ConsumerConfig, ConsumerInfo as NatsConsumerInfo, JetStreamClient, JetStreamManager, StreamConfig } from '@nats-io/jetstream'
