@@ -98,6 +98,7 @@ export async function openGatewayPart(core: ServiceCore, rentals: Rentals, recei
         rates: { anonymousPerMin: config.READ_RATE_ANON_PER_MIN, tokenPerMin: config.READ_RATE_TOKEN_PER_MIN, rentalPerMin: config.READ_RATE_RENTAL_PER_MIN },
         exportsPerCaller: config.EXPORT_CONCURRENT_PER_PRINCIPAL,
         exportsMax: config.EXPORT_CONCURRENT_MAX,
+        exportIdleTimeoutMs: config.EXPORT_IDLE_TIMEOUT_MS,
         meter: usage,
       },
       pipeline,

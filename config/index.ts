@@ -60,6 +60,7 @@ const Env = {
   READ_RATE_TRACKED_MAX: { type: 'int', default: 100_000, min: 1000, max: 10_000_000, help: 'read allowances held in memory (about 150 bytes each); past it the least recently used is forgotten (it starts full again)' },
   EXPORT_CONCURRENT_PER_PRINCIPAL: { type: 'int', default: 2, min: 1, max: 64, help: 'receipt exports running at once per caller (role and subject); past it 429' },
   EXPORT_CONCURRENT_MAX: { type: 'int', default: 8, min: 1, max: 1024, help: 'receipt exports running at once in the process; past it 429' },
+  EXPORT_IDLE_TIMEOUT_MS: { type: 'int', default: 60_000, min: 1000, max: 3_600_000, help: 'how long an export waits for a client that takes no bytes while the connection is full; past it the connection is closed before the end of the body and counted in sgw_export_failures_total{reason="idle"}' },
   WEBHOOK_ALLOW_PRIVATE_NETWORKS: { type: 'enum', default: 'false', values: ['false', 'true'], help: 'true lets webhooks reach loopback, private and other non-public addresses and use plain http: for development and tests only' },
   WEBHOOK_RETRY_WINDOW_S: { type: 'int', default: 86_400, min: 1, max: 30 * 86_400, help: 'how long after its first attempt a failing webhook delivery is still retried before it is dead-lettered (the last attempt starts after it; below 24 hours only for tests)' },
   WEBHOOK_RETRY_FIRST_MS: { type: 'int', default: 5000, min: 1, max: 60_000, help: 'the first retry delay of a webhook delivery; the later ones scale with it (5 s, 30 s, 2 min, 10 min, 30 min, 1 h, 2 h, 4 h, then 8 h at the default)' },

@@ -33,7 +33,7 @@ export interface ApiOptions {
   /** How long a source's public status keeps its receipt figures (STATUS_CACHE_MS). */
   readonly statusCacheMs: number
   /** The receipt reads' allowances, export caps and usage meter. */
-  readonly reads: Pick<ReadOptions, 'limiter' | 'rates' | 'exportsPerCaller' | 'exportsMax' | 'meter'>
+  readonly reads: Pick<ReadOptions, 'limiter' | 'rates' | 'exportsPerCaller' | 'exportsMax' | 'exportIdleTimeoutMs' | 'meter'>
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
   readonly errors: IngestErrorLog
@@ -90,7 +90,7 @@ export function registerApiRoutes(parts: JsonRoutesParts, o: ApiOptions, edge: A
   registerRentalRoutes(parts, o.rentals)
   registerScoringRoutes(parts, o.receipts, Date.now)
   registerSourceStatusRoute(parts, { receipts: o.receipts, cacheMs: o.statusCacheMs, now: Date.now, logger: parts.logger })
-  registerReadRoutes(parts, { ...o.reads, receipts: o.receipts, rentals: o.rentals, clientAddresses: edge.clientAddresses, logger: parts.logger })
+  registerReadRoutes(parts, { ...o.reads, receipts: o.receipts, rentals: o.rentals, clientAddresses: edge.clientAddresses, logger: parts.logger, metrics: edge.metrics.registry })
   // A signal is stored at most a body's time, a verification and an append after its arrival.
   const maxLagMs = edge.bodyTimeoutMs + 60_000
   registerDisputeRoutes(parts, {

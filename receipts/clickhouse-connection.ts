@@ -62,7 +62,9 @@ const COMMON_SETTINGS = {
 const STREAM_BLOCK_ROWS = '4096'
 const FORMAT_SETTINGS: Record<RawFormat, Record<string, string>> = {
   JSONEachRow: { max_block_size: STREAM_BLOCK_ROWS },
-  CSV: { max_block_size: STREAM_BLOCK_ROWS },
+  // NULL as an empty field rather than ClickHouse's `\N`, which CSV readers take for text;
+  // text is always quoted, so an empty string is `""` and the two stay apart.
+  CSV: { max_block_size: STREAM_BLOCK_ROWS, format_csv_null_representation: '' },
   // Row groups of 100,000 rows (ClickHouse's default is 1,000,000): the writer holds one
   // row group's columns at a time.
   Parquet: { output_format_parquet_compression_method: 'snappy', output_format_parquet_row_group_size: '100000' },

@@ -145,6 +145,31 @@ export function exportStatement(filter: ReceiptFilter): Statement {
   }
 }
 
+/** The export's text columns; the others are numbers and timestamps. */
+const EXPORT_TEXT_COLUMNS: ReadonlySet<string> = new Set(['receipt_id', 'source_id', 'agent_id', 'signal_id', 'key_id', 'token', 'severity', 'note', 'outcome', 'dispute_status'])
+
+/**
+ * A text value a spreadsheet would not run as a formula: one that begins with `=`, `+`,
+ * `-`, `@`, a tab or a carriage return gets a `'` in front (OWASP's advice on CSV
+ * injection), so a creator's note `=HYPERLINK(...)` opens as text. NULL stays NULL.
+ * Numbers are never touched: a negative baseline stays a number.
+ */
+function formulaSafe(column: string): string {
+  return `if(substring(${column}, 1, 1) IN ('=', '+', '-', '@', '\\t', '\\r'), concat('''', ${column}), ${column}) AS ${column}`
+}
+
+/**
+ * The CSV export: the export's rows with every text column made formula-safe. The select
+ * list wraps the export query rather than rewriting its columns in place, where an alias
+ * with a column's own name would also change what WHERE filters and ORDER BY sorts on;
+ * ClickHouse folds the projection into the ordered read, so it still streams in order.
+ */
+export function csvExportStatement(filter: ReceiptFilter): Statement {
+  const inner = exportStatement(filter)
+  const columns = EXPORT_COLUMNS.map((c) => (EXPORT_TEXT_COLUMNS.has(c) ? formulaSafe(c) : c))
+  return { query: `SELECT ${columns.join(', ')} FROM (${inner.query})`, params: inner.params }
+}
+
 export function getStatement(receiptId: string): Statement {
   return {
     query: `SELECT ${RECEIPT_COLUMNS}, test FROM receipts FINAL WHERE receipt_id = {receipt_id:String} AND ${RECORDED} LIMIT 1`,

@@ -5,7 +5,7 @@ import type { DisputeStatusInput, OutcomeInput, OutcomeResult, Receipt, ReceiptI
 import { decodeCursor, encodeCursor } from './receipt-cursor.js'
 import { isReceiptId, receiptIdOf } from './receipt-id.js'
 import { readSourceStats } from './receipt-stats.js'
-import { EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, pageKeysStatement, pageStatement, type ReceiptKey, recordedStatement, storedReceiptsStatement, type Statement } from './receipt-query.js'
+import { csvExportStatement, EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, pageKeysStatement, pageStatement, type ReceiptKey, recordedStatement, storedReceiptsStatement, type Statement } from './receipt-query.js'
 import type { ExportFormat, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
 import { ReceiptStoreError } from './receipt-store-error.js'
 import { type Migration, migrate } from './schema-migrations.js'
@@ -19,6 +19,9 @@ export const RECORD_BATCH_MAX = 10_000
 /**
  * CSV goes out as ClickHouse's CSV after a header line of our own: chDB's streaming cursor
  * formats each block on its own and would repeat CSVWithNames' header in every chunk.
+ * ClickHouse quotes every text value, so an empty string is `""`; NULL is an empty field
+ * (format_csv_null_representation, in clickhouse-connection.ts); text columns are
+ * formula-safe (csvExportStatement).
  */
 const FORMATS: Record<ExportFormat, RawFormat> = { ndjson: 'JSONEachRow', csv: 'CSV', parquet: 'Parquet' }
 const CSV_HEADER = new TextEncoder().encode(`${EXPORT_COLUMNS.map((c) => `"${c}"`).join(',')}\n`)
@@ -184,7 +187,7 @@ export class ClickHouseReceiptStore implements ReceiptStore {
     checkFilter(filter)
     const rawFormat = FORMATS[format]
     if (rawFormat === undefined) throw invalid(`format must be one of ${Object.keys(FORMATS).join(', ')}`)
-    const s = exportStatement(filterOf(filter))
+    const s = format === 'csv' ? csvExportStatement(filterOf(filter)) : exportStatement(filterOf(filter))
     return (async function* () {
       try {
         if (format === 'csv') yield CSV_HEADER

@@ -5,6 +5,8 @@ import { ApiError } from '../../schemas/index.js'
 import type { ReceiptAccess } from './receipt-access.js'
 import { EXPORT_PARAMS, readQuery } from './receipt-params.js'
 import { readRoute, storeError, type ReadContext, type ReadRouteParts } from './read-route.js'
+import { ChunkedBodyWriter } from './chunked-body-writer.js'
+import type { ExportFailures } from './export-failures.js'
 import { RowCounter } from './row-counter.js'
 import type { ExportSlots } from './export-slots.js'
 import type { UsageMeter } from './usage-meter.js'
@@ -19,6 +21,9 @@ export interface ExportParts {
   readonly slots: ExportSlots
   readonly meter: UsageMeter
   readonly logger: Logger
+  /** EXPORT_IDLE_TIMEOUT_MS: how long a full socket may wait for its reader before the export is cut. */
+  readonly idleTimeoutMs: number
+  readonly failures: ExportFailures
 }
 
 function exportQuery(query: URLSearchParams, cross: boolean): { filter: ReceiptFilter; format: ExportFormat } {
@@ -36,9 +41,9 @@ function tokenOf(ctx: ReadContext): Principal {
 /**
  * Bulk export: every receipt the filters select, in the format ClickHouse writes, streamed
  * as the client reads. Each chunk is pulled from the store only once the connection took
- * the one before (uWS `write` returning false waits for `onWritable`), so memory holds a
- * chunk per export however large it is; a client that goes away aborts the query.
- * Rows are metered per caller as they go out.
+ * the one before (ChunkedBodyWriter), so memory holds a chunk per export however large it
+ * is; a client that goes away aborts the query, and one that stops reading is cut after
+ * the idle timeout. Rows are metered per caller as they go out.
  */
 export function registerExportRoutes(r: ReadRouteParts, e: ExportParts): void {
   readRoute(r, '/v1/byo/sources/:source_id/receipts/export', async (ctx) => {
@@ -77,10 +82,13 @@ async function stream(ctx: ReadContext, e: ExportParts, principal: Principal, fi
     return reply.sendText(200, CONTENT_TYPE[format], '')
   }
   const controller = new AbortController()
-  let wake: (() => void) | undefined
+  const body = new ChunkedBodyWriter(res, e.idleTimeoutMs, (reason) => {
+    e.failures.add(reason)
+    e.logger.warn({ request_id: reply.requestId, reason, idle_ms: e.idleTimeoutMs }, 'receipt export cut: the client took nothing for the idle timeout; connection closed')
+  })
   reply.onAbort = () => {
     controller.abort(new Error('the client went away'))
-    wake?.()
+    body.close()
   }
   // An empty source set (a renter without an active rental) selects nothing: a file with no rows.
   const chunks = e.store.export(filter, format, controller.signal)[Symbol.asyncIterator]()
@@ -100,33 +108,21 @@ async function stream(ctx: ReadContext, e: ExportParts, principal: Principal, fi
     started = true
     while (!next.done) {
       const chunk = next.value
-      let ok = true
-      res.cork(() => {
-        ok = res.write(chunk)
-      })
+      // The next chunk is pulled from the store only once the socket has taken this one.
+      if (!(await body.write(chunk)) || reply.aborted) return
       e.meter.add(caller, counter.add(chunk))
-      if (!ok) {
-        // uWS holds the chunk; the next is pulled once the socket has taken it.
-        await new Promise<void>((resolve) => {
-          wake = resolve
-          res.onWritable(() => {
-            wake = undefined
-            resolve()
-            return true
-          })
-        })
-      }
-      if (reply.aborted) return
       next = await chunks.next()
       if (reply.aborted) return
     }
     e.meter.add(caller, counter.finish())
-    res.cork(() => res.end())
+    body.end()
   } catch (err) {
     if (reply.aborted || controller.signal.aborted) return
     if (!started) throw storeError(err)
     // The status is out: the only way left to tell the client is to cut the transfer short.
+    e.failures.add('store')
     e.logger.warn({ request_id: reply.requestId, err }, 'receipt export failed midway; connection closed')
+    body.close()
     res.close()
   } finally {
     slot.release()

@@ -1,8 +1,10 @@
 import type { Logger } from 'pino'
+import type { Registry as MetricsRegistry } from 'prom-client'
 import type { ReceiptStore } from '../../receipts/index.js'
 import type { Rentals } from '../../rentals/index.js'
 import type { ClientAddresses } from '../client-address.js'
 import type { JsonRoutesParts } from '../http/json-route.js'
+import { ExportFailures } from './export-failures.js'
 import { ExportSlots } from './export-slots.js'
 import { registerExportRoutes } from './export-route.js'
 import { ReceiptAccess } from './receipt-access.js'
@@ -19,16 +21,22 @@ export interface ReadOptions {
   readonly rates: ReadRates
   readonly exportsPerCaller: number
   readonly exportsMax: number
+  /** EXPORT_IDLE_TIMEOUT_MS. */
+  readonly exportIdleTimeoutMs: number
   readonly meter: UsageMeter
   readonly clientAddresses: ClientAddresses
   readonly logger: Logger
+  /** Where sgw_export_failures_total is registered. */
+  readonly metrics: MetricsRegistry
 }
 
 /** Registers the receipt reads, the exports and the usage endpoints. Exports first: their static path wins over `:receipt_id`. */
 export function registerReadRoutes(parts: JsonRoutesParts, o: ReadOptions): void {
   const access = new ReceiptAccess(parts.registry, o.rentals)
   const r = { parts, clientAddresses: o.clientAddresses, limiter: o.limiter, rates: o.rates }
-  registerExportRoutes(r, { store: o.receipts, access, slots: new ExportSlots(o.exportsPerCaller, o.exportsMax), meter: o.meter, logger: o.logger })
+  const failures = new ExportFailures()
+  failures.register(o.metrics)
+  registerExportRoutes(r, { store: o.receipts, access, slots: new ExportSlots(o.exportsPerCaller, o.exportsMax), meter: o.meter, logger: o.logger, idleTimeoutMs: o.exportIdleTimeoutMs, failures })
   registerReceiptRoutes(r, o.receipts, access)
   registerUsageRoutes(parts, o.meter)
 }

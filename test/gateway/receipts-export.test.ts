@@ -13,6 +13,7 @@ import { receiptOf, seedReceipts } from '../helpers/receipt-gateway.js'
 let gw = await startTestGateway(t)
 const small = await provision(gw)
 const big = await provision(gw)
+const odd = await provision(gw)
 const admin = (path: string, body?: unknown) => call(gw.url, 'POST', path, { token: gw.adminToken, body })
 const renterToken = (await admin('/v1/admin/tokens', { role: 'renter', subject: 'exporter' })).body.data.token as string
 await admin('/v1/admin/rentals', { renter_id: 'exporter', source_id: small.sourceId })
@@ -23,10 +24,17 @@ const notes = ['plain', 'with, a comma', 'with "quotes"', 'two\nlines', null]
 const smallInputs = Array.from({ length: SMALL }, (_, i) => receiptOf(small, i, (i + 1) * 1000, { note: notes[i % notes.length] as string | null, confidence: i % 4 === 0 ? null : i % 101 }))
 const bigInputs = Array.from({ length: BIG }, (_, i) => receiptOf(big, i, (i + 1) * 10))
 const scored = receiptIdOf(small.sourceId, smallInputs[10]!.signal_id)
-gw = await seedReceipts(t, gw, [...smallInputs, receiptOf(small, 99_999, 500, { test: true }), ...bigInputs], {
+// Notes a spreadsheet would run as formulas, and null next to the empty string.
+const oddNotes = ['=HYPERLINK("x")', '+1', '-2', '@a', '\tz', '\rz', '', null, "'quoted already", 'a=b']
+const oddInputs = oddNotes.map((note, i) => receiptOf(odd, i, (i + 1) * 1000, { note, confidence: i === 1 ? null : 7 }))
+const negative = receiptIdOf(odd.sourceId, oddInputs[0]!.signal_id)
+gw = await seedReceipts(t, gw, [...smallInputs, receiptOf(small, 99_999, 500, { test: true }), ...bigInputs, ...oddInputs], {
   more: async (store) => {
     const at = new Date().toISOString()
-    await store.recordOutcomes([{ receipt_id: scored, window_start: smallInputs[10]!.emitted_at, window_end: at, baseline: 0.25, outcome: 'miss', scored_at: at }])
+    await store.recordOutcomes([
+      { receipt_id: scored, window_start: smallInputs[10]!.emitted_at, window_end: at, baseline: 0.25, outcome: 'miss', scored_at: at },
+      { receipt_id: negative, window_start: oddInputs[0]!.emitted_at, window_end: at, baseline: -2.5, outcome: 'hit', scored_at: at },
+    ])
   },
 })
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` })
@@ -44,9 +52,27 @@ t.test('CSV, read back with a CSV parser: the header, every receipt once, the va
   for (const r of rows) {
     const input = byId.get(r.receipt_id as string)
     if (input === undefined) return t.fail(`unknown ${r.receipt_id}`)
-    if (r.note !== (input.note ?? '\\N') || r.signal_id !== input.signal_id || Date.parse(r.emitted_at as string) !== Date.parse(input.emitted_at)) return t.fail(`values of ${r.receipt_id}: ${JSON.stringify(r)}`)
+    if (r.note !== (input.note ?? '') || r.signal_id !== input.signal_id || Date.parse(r.emitted_at as string) !== Date.parse(input.emitted_at)) return t.fail(`values of ${r.receipt_id}: ${JSON.stringify(r)}`)
   }
   t.match(rows.find((r) => r.receipt_id === scored), { outcome: 'miss', baseline: '0.25' })
+})
+
+t.test('CSV cells a spreadsheet would run as formulas get a leading quote, in text columns only; null is an empty field, the empty string ""', async (t) => {
+  const res = await exportOf(`/v1/byo/sources/${odd.sourceId}/receipts/export?format=csv`, odd.creatorToken)
+  t.equal(res.status, 200)
+  const text = await res.text()
+  // csv-parse tells a quoted field from a bare one: a bare empty field is null.
+  const rows = parse(text, { columns: true, cast: (value, context) => (context.quoting || value !== '' ? value : null) }) as Record<string, string | null>[]
+  t.equal(rows.length, oddNotes.length)
+  const noteOf = new Map(rows.map((r) => [r.signal_id, r.note]))
+  const expected = ["'=HYPERLINK(\"x\")", "'+1", "'-2", "'@a", "'\tz", "'\rz", '', null, "'quoted already", 'a=b']
+  t.same(oddInputs.map((i) => noteOf.get(i.signal_id)), expected)
+  const first = rows.find((r) => r.receipt_id === negative)!
+  t.equal(first.baseline, '-2.5', 'a negative number is not touched')
+  t.match(text, /,-2\.5,"hit",/, 'and goes out bare, as a number')
+  t.equal(rows.find((r) => r.signal_id === oddInputs[1]!.signal_id)!.confidence, null, 'a null number is an empty field')
+  t.ok(Date.parse(first.window_start ?? '') > 0, 'a scored receipt has its window')
+  t.notOk(text.includes('\\N'), 'no \\N anywhere')
 })
 
 t.test('Parquet, read back with a Parquet reader; NDJSON line by line', async (t) => {
