@@ -1,4 +1,4 @@
-import { KvTicketStore, LiveTail, StreamHub, Webhooks, webhookBucketLimits } from './delivery/index.js'
+import { DeliveryKeys, KvTicketStore, LiveTail, StreamHub, Webhooks, webhookBucketLimits } from './delivery/index.js'
 import { MillisecondsHistogram } from './gateway/index.js'
 import type { DeliveryRouteOptions } from './gateway/role-routes.js'
 import type { Rentals } from './rentals/index.js'
@@ -29,6 +29,8 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
   const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
   // Renters' webhooks: endpoints, positions, retry state, attempts and dead letters on the key-value port.
   const webhooksBucket = await steps.time('webhooks', () => core.openBucket('webhooks', webhookBucketLimits(config.RENTALS_MAX)))
+  // The delivery key ring, private keys included, in a bucket of its own so that access to it can be granted apart from the rest (a secret).
+  const keysBucket = await steps.time('delivery_keys', () => core.openBucket('delivery-keys', DeliveryKeys.bucketLimits))
   const webhookLatency = new MillisecondsHistogram(
     'sgw_webhook_delivery_latency_seconds',
     "From the log storing a signal to the receiver's 2xx of its first delivery, retries included (re-sends and dispute events not counted).",
@@ -37,6 +39,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
   const webhooks = await Webhooks.open({
     dataDir: core.dataDir,
     bucket: webhooksBucket,
+    keysBucket,
     log: signalLog,
     tail,
     rental: (id) => rentals.get(id),
@@ -55,6 +58,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
       rentalId === ''
         ? logger.warn({ err }, 'webhooks: the endpoints watch or a shard lease renewal failed')
         : logger.warn({ err, rental_id: rentalId }, 'webhook delivery loop failed; it starts again shortly'),
+    onWarning: (message, err) => logger.warn({ err }, message),
   })
   // Tickets on the key-value port: one issued here opens a stream on any process sharing the bucket.
   const ticketBounds = { maxPerRental: config.STREAM_TICKETS_MAX_PER_RENTAL, maxPerRenter: config.STREAM_TICKETS_MAX_PER_RENTER }
@@ -90,7 +94,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
       await tail.close()
       await tickets.close()
       let failure: unknown
-      for (const close of [() => ticketsBucket.close(), () => holdingsBucket.close(), () => webhooksBucket.close()]) await close().catch((err: unknown) => (failure ??= err))
+      for (const close of [() => ticketsBucket.close(), () => holdingsBucket.close(), () => webhooksBucket.close(), () => keysBucket.close()]) await close().catch((err: unknown) => (failure ??= err))
       if (failure !== undefined) throw failure
     },
   }

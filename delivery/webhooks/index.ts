@@ -3,3 +3,4 @@ export { Webhooks, webhookBucketLimits, WebhookRequestError, WEBHOOK_TIMEOUT_MS,
 export { WebhookUrlError } from './webhook-url.js'
 export { type WebhookEndpoint } from './webhook-state.js'
 export { eventIdOf } from './webhook-event.js'
+export { DeliveryKeyLimitError, DeliveryKeys, type PublishedDeliveryKey } from './delivery-keys.js'

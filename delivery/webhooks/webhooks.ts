@@ -7,7 +7,6 @@ import { effectiveRental, isFinal, type RentalRecord } from '../../rentals/index
 import type { KvBucket, KvBucketLimits } from '../../storage/index.js'
 import { LiveTail } from '../live-tail.js'
 import type { LatencyObserver } from '../stream-session.js'
-import { deliveryKeyFile } from './delivery-key-file.js'
 import { DeliveryKeys, type PublishedDeliveryKey } from './delivery-keys.js'
 import { guardedConnector } from './guarded-connector.js'
 import { RETRY_DELAYS_MS } from './retry-schedule.js'
@@ -23,6 +22,11 @@ export const WEBHOOK_TIMEOUT_MS = 10_000
 export interface WebhooksOptions {
   readonly dataDir: string
   readonly bucket: KvBucket
+  /**
+   * The `delivery-keys` bucket (DeliveryKeys.bucketLimits), shared by every delivery
+   * process so they sign with one ring; it holds the private keys. The caller opens and closes it.
+   */
+  readonly keysBucket: KvBucket
   readonly log: SignalLog
   /** The process's tail of the log (the streams'); without it the webhooks start a tail of their own. */
   readonly tail?: LiveTail
@@ -49,6 +53,8 @@ export interface WebhooksOptions {
   /** Told each signal's first delivery: the milliseconds from the log storing it to the receiver's 2xx (a histogram of /metrics). */
   readonly latency?: LatencyObserver
   readonly onError?: (err: unknown, rentalId: string) => void
+  /** Something went on after a repair or without a change (the delivery key ring's watch restarted, an old key file set aside). */
+  readonly onWarning?: (message: string, err?: unknown) => void
 }
 
 /** The `webhooks` bucket's bounds: the delivery state of `maxRentals` rentals and the lease keys. */
@@ -139,12 +145,17 @@ export class Webhooks {
   }
 
   static async open(o: WebhooksOptions): Promise<Webhooks> {
-    const keys = await DeliveryKeys.open(deliveryKeyFile(join(o.dataDir, 'delivery-keys.json')))
-    const tail = o.tail ?? (await LiveTail.start(o.log, (err) => o.onError?.(err, ''), `webhook-live-${++ownTails}`))
-    const webhooks = new Webhooks(o, keys, o.holderId ?? (await holderIdOf(join(o.dataDir, 'webhook-holder-id'))), tail, o.tail === undefined)
-    await webhooks.#workers.start()
-    await webhooks.#leases.start()
-    return webhooks
+    const keys = await DeliveryKeys.open({ bucket: o.keysBucket, legacyFile: join(o.dataDir, 'delivery-keys.json'), ...(o.onWarning && { onWarning: o.onWarning }) })
+    try {
+      const tail = o.tail ?? (await LiveTail.start(o.log, (err) => o.onError?.(err, ''), `webhook-live-${++ownTails}`))
+      const webhooks = new Webhooks(o, keys, o.holderId ?? (await holderIdOf(join(o.dataDir, 'webhook-holder-id'))), tail, o.tail === undefined)
+      await webhooks.#workers.start()
+      await webhooks.#leases.start()
+      return webhooks
+    } catch (err) {
+      await keys.close()
+      throw err
+    }
   }
 
   #guard() {
@@ -274,5 +285,6 @@ export class Webhooks {
     await this.#leases.close()
     await this.#ownTail?.close()
     await this.#dispatcher.close()
+    await this.#keys.close()
   }
 }

@@ -1,4 +1,4 @@
-import { WebhookRequestError, WebhookUrlError, type Webhooks } from '../../delivery/index.js'
+import { DeliveryKeyLimitError, WebhookRequestError, WebhookUrlError, type Webhooks } from '../../delivery/index.js'
 import { parseIsoUtc } from '../../pipeline/index.js'
 import type { Principal } from '../../registry/index.js'
 import type { RentalRecord, Rentals } from '../../rentals/index.js'
@@ -35,7 +35,7 @@ async function answer<T>(work: () => Promise<T>): Promise<T> {
     return await work()
   } catch (err) {
     if (err instanceof WebhookUrlError) throw new ApiError('invalid_webhook_url', err.message, { cause: err })
-    if (err instanceof WebhookRequestError) throw new ApiError(err.code, err.message, { cause: err, ...(err.retryAfterS !== undefined && { retryAfter: err.retryAfterS }) })
+    if (err instanceof WebhookRequestError || err instanceof DeliveryKeyLimitError) throw new ApiError(err.code, err.message, { cause: err, ...(err instanceof WebhookRequestError && err.retryAfterS !== undefined && { retryAfter: err.retryAfterS }) })
     if (isKvError(err, 'bucket_full')) throw new ApiError('limit_exceeded', 'the webhook store is full', { cause: err })
     if (isKvError(err) && err.transient) throw new ApiError('overloaded', 'the webhook store is unavailable for a moment; retry', { retryAfter: 1, cause: err })
     throw err

@@ -5,11 +5,11 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { Agent } from 'undici'
-import { deliveryKeyFile } from '../../delivery/webhooks/delivery-key-file.js'
 import { DeliveryKeys } from '../../delivery/webhooks/delivery-keys.js'
 import { guardedConnector } from '../../delivery/webhooks/guarded-connector.js'
 import { systemLookup } from '../../delivery/webhooks/webhook-url.js'
 import { sendWebhook, type AttemptOutcome } from '../../delivery/webhooks/webhook-worker.js'
+import { fileKvBuckets } from '../../storage/index.js'
 
 /**
  * A failed attempt tells the renter a coarse reason, never the socket error: its text
@@ -23,10 +23,13 @@ const TIMEOUT_MS = 300
 
 async function sender(t: Test, allowPrivate: boolean) {
   const dir = await mkdtemp(join(tmpdir(), 'webhook-reasons-'))
-  const keys = await DeliveryKeys.open(deliveryKeyFile(join(dir, 'delivery-keys.json')))
+  const keysBucket = await fileKvBuckets({ dir: join(dir, 'kv') })('delivery-keys', DeliveryKeys.bucketLimits)
+  const keys = await DeliveryKeys.open({ bucket: keysBucket })
   const dispatcher = new Agent({ connect: guardedConnector({ allowPrivate, lookup: systemLookup, timeoutMs: TIMEOUT_MS }) })
   t.teardown(async () => {
     await dispatcher.close()
+    await keys.close()
+    await keysBucket.close()
     await rm(dir, { recursive: true, force: true })
   })
   return (url: string) => sendWebhook({ dispatcher, keys, timeoutMs: TIMEOUT_MS }, url, 'msg_test_reasons', '{"event":"byo.webhook.test"}', Date.now())

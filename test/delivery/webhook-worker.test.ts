@@ -6,7 +6,6 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { Agent } from 'undici'
-import { deliveryKeyFile } from '../../delivery/webhooks/delivery-key-file.js'
 import { DeliveryKeys, publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
 import { guardedConnector } from '../../delivery/webhooks/guarded-connector.js'
 import { WebhookState, type WebhookEndpoint } from '../../delivery/webhooks/webhook-state.js'
@@ -72,9 +71,11 @@ async function setup(t: Test, more: Partial<WebhookWorkerOptions> = {}) {
   const dir = await mkdtemp(join(tmpdir(), 'webhook-worker-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const journal: Journal = await openJournal({ dir: join(dir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
-  const bucket = await fileKvBuckets({ dir: join(dir, 'kv') })('webhooks', { maxKeys: 1000, maxValueBytes: 512 * 1024 })
+  const openBucket = fileKvBuckets({ dir: join(dir, 'kv') })
+  const bucket = await openBucket('webhooks', { maxKeys: 1000, maxValueBytes: 512 * 1024 })
+  const keysBucket = await openBucket('delivery-keys', DeliveryKeys.bucketLimits)
   const state = new WebhookState(bucket)
-  const keys = await DeliveryKeys.open(deliveryKeyFile(join(dir, 'delivery-keys.json')))
+  const keys = await DeliveryKeys.open({ bucket: keysBucket })
   const dispatcher = new Agent({ connect: guardedConnector({ allowPrivate: true, lookup: systemLookup, timeoutMs: 2000 }) })
   const results: string[] = []
   const errors: unknown[] = []
@@ -90,6 +91,8 @@ async function setup(t: Test, more: Partial<WebhookWorkerOptions> = {}) {
     await running.close()
     await tail.close()
     await dispatcher.close()
+    await keys.close()
+    await keysBucket.close()
     await bucket.close()
     await journal.close()
   })

@@ -1,7 +1,11 @@
 import { verify } from 'node:crypto'
+import { mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { createServer } from 'node:http'
 import type { AddressInfo } from 'node:net'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import t from 'tap'
+import { newKey } from '../../delivery/webhooks/delivery-key-ring.js'
 import { publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 import { call, payload, provision, push } from '../helpers/api.js'
@@ -117,6 +121,12 @@ t.test('webhooks through the gateway', async (t) => {
     const rotated = await call(open.url, 'POST', '/v1/admin/delivery-keys/rotate', { token: open.adminToken })
     t.same(rotated.body.data.map((k: { state: string }) => k.state), ['retiring', 'active'])
     t.equal((await call(open.url, 'POST', '/v1/admin/delivery-keys/rotate', { token: alice.token })).status, 403)
+    // Each rotation within the overlap adds a key that signs every delivery: the ring stops at 32.
+    for (let signing = 2; signing < 32; signing++) t.equal((await call(open.url, 'POST', '/v1/admin/delivery-keys/rotate', { token: open.adminToken })).status, 200)
+    const full = await call(open.url, 'POST', '/v1/admin/delivery-keys/rotate', { token: open.adminToken })
+    t.equal(full.status, 409, 'a 33rd signing key is refused')
+    t.equal(full.body.error.code, 'limit_exceeded')
+    t.equal((await call(open.url, 'GET', '/v1/delivery-keys')).body.data.length, 32)
 
     t.equal((await call(open.url, 'DELETE', path, { token: alice.token })).status, 200)
     t.equal((await call(open.url, 'GET', path, { token: alice.token })).status, 404)
@@ -222,5 +232,18 @@ t.test('webhooks through the gateway', async (t) => {
     for (let i = 0; i < 3; i++) t.equal((await push(open, src.sign(payload(src.sourceId)))).status, 202)
     await new Promise((r) => setTimeout(r, 1500))
     t.equal(mine().length, 2, 'nothing accepted after the end is delivered')
+  })
+
+  t.test('a data folder holding the old delivery-keys.json: its keys move into the delivery-keys bucket and keep signing', async (t) => {
+    const dataDir = await mkdtemp(join(tmpdir(), 'webhooks-migrate-'))
+    t.teardown(() => rm(dataDir, { recursive: true, force: true }))
+    const old = [newKey(Date.now() - 86_400_000)]
+    await writeFile(join(dataDir, 'delivery-keys.json'), JSON.stringify({ keys: old }, null, 1), { mode: 0o600 })
+    const gw = await startTestGateway(t, { dataDir })
+    const keys = await call(gw.url, 'GET', '/v1/delivery-keys')
+    t.same(keys.body.data.map((k: { key_id: string; public_key: string }) => [k.key_id, k.public_key]), [[old[0]!.key_id, `whpk_${old[0]!.public_key}`]], 'renters keep the key they verify with')
+    await t.rejects(stat(join(dataDir, 'delivery-keys.json')), { code: 'ENOENT' }, 'the file is gone')
+    t.equal((await stat(join(dataDir, 'kv', 'delivery-keys'))).mode & 0o777, 0o700, 'the bucket holding the private keys: its folder is the service user\'s only')
+    for (const file of await readdir(join(dataDir, 'kv', 'delivery-keys'))) t.equal((await stat(join(dataDir, 'kv', 'delivery-keys', file))).mode & 0o777, 0o600, `${file} mode 600`)
   })
 })

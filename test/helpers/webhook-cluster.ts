@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
-import { publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
+import { DeliveryKeys, publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
 import { shardOf } from '../../delivery/webhooks/shard-lease.js'
 import { RUN_MAX_EVENTS } from '../../delivery/webhooks/webhook-loop.js'
 import { Webhooks } from '../../delivery/webhooks/webhooks.js'
@@ -16,9 +16,12 @@ import { fileKvBuckets, type KvBucket } from '../../storage/index.js'
 import { cuttable } from './cuttable-bucket.js'
 
 /**
- * Several webhook "processes" (Webhooks instances, each with its own DATA_DIR and
- * delivery key) in one test process, sharing one signal journal and one `webhooks`
- * bucket as cluster processes share JetStream and NATS KV; and a real HTTP receiver.
+ * Several webhook "processes" (Webhooks instances, each with its own DATA_DIR) in one
+ * test process, sharing one signal journal and one `webhooks` bucket as cluster
+ * processes share JetStream and NATS KV; and a real HTTP receiver. Unlike a deployment,
+ * where every process signs with the one ring of the shared `delivery-keys` bucket, each
+ * process here has a ring bucket of its own, so a delivery's signature tells which
+ * process sent it.
  */
 
 export interface Received {
@@ -76,10 +79,13 @@ export async function cluster(t: Test, rentals: Map<string, RentalRecord>): Prom
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const open: Webhooks[] = []
+  /** Each process's own ring bucket, kept across its restarts (the same name is the same process). */
+  const ringBuckets = new Map<string, KvBucket>()
   t.teardown(async () => {
     for (const w of open) await w.close().catch(() => undefined)
     server.closeAllConnections()
     await new Promise<void>((resolve) => server.close(() => resolve()))
+    for (const b of ringBuckets.values()) await b.close()
     await bucket.close()
     await journal.close()
     await rm(dir, { recursive: true, force: true })
@@ -89,8 +95,10 @@ export async function cluster(t: Test, rentals: Map<string, RentalRecord>): Prom
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
     async open(name, leaseMs) {
       const own = cuttable(bucket)
+      let ring = ringBuckets.get(name)
+      if (ring === undefined) ringBuckets.set(name, (ring = await fileKvBuckets({ dir: join(dir, name, 'kv') })('delivery-keys', DeliveryKeys.bucketLimits)))
       const webhooks = await Webhooks.open({
-        dataDir: join(dir, name), bucket: own, log: journal, rental: (id) => rentals.get(id), disputes: noDisputes(), allowPrivateNetworks: true,
+        dataDir: join(dir, name), bucket: own, keysBucket: ring, log: journal, rental: (id) => rentals.get(id), disputes: noDisputes(), allowPrivateNetworks: true,
         retryWindowMs: 60_000, retryFirstMs: 50, disableAfterMs: 60_000, maxConnections: 16, keyOverlapMs: 60_000, leaseMs, timeoutMs: 2000, testsPerMinute: 10,
       })
       open.push(webhooks)

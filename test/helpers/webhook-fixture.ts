@@ -7,7 +7,6 @@ import type { Test } from 'tap'
 import { Agent } from 'undici'
 import { LiveTail } from '../../delivery/live-tail.js'
 import { noDisputes } from './no-disputes.js'
-import { deliveryKeyFile } from '../../delivery/webhooks/delivery-key-file.js'
 import { DeliveryKeys } from '../../delivery/webhooks/delivery-keys.js'
 import { guardedConnector } from '../../delivery/webhooks/guarded-connector.js'
 import { WebhookState, type WebhookEndpoint } from '../../delivery/webhooks/webhook-state.js'
@@ -113,11 +112,13 @@ export async function webhookFixture(t: Test, rentals: readonly RentalRecord[], 
   const dir = await mkdtemp(join(tmpdir(), 'webhook-fixture-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const journal: Journal = await openJournal({ dir: join(dir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
-  const rawBucket = await fileKvBuckets({ dir: join(dir, 'kv') })('webhooks', { maxKeys: rentals.length * 6 + 100, maxValueBytes: 512 * 1024 })
+  const openBucket = fileKvBuckets({ dir: join(dir, 'kv') })
+  const rawBucket = await openBucket('webhooks', { maxKeys: rentals.length * 6 + 100, maxValueBytes: 512 * 1024 })
+  const keysBucket = await openBucket('delivery-keys', DeliveryKeys.bucketLimits)
   const writes = new Map<string, number>()
   const logCounts = { reads: 0 }
   const state = new WebhookState(countingBucket(rawBucket, writes))
-  const keys = await DeliveryKeys.open(deliveryKeyFile(join(dir, 'delivery-keys.json')))
+  const keys = await DeliveryKeys.open({ bucket: keysBucket })
   const dispatcher = new Agent({ connect: guardedConnector({ allowPrivate: true, lookup: systemLookup, timeoutMs: 2000 }), connections: 64 })
   const results: string[] = []
   const errors: unknown[] = []
@@ -135,6 +136,8 @@ export async function webhookFixture(t: Test, rentals: readonly RentalRecord[], 
     await workers.close()
     await tail.close()
     await dispatcher.close()
+    await keys.close()
+    await keysBucket.close()
     await rawBucket.close()
     await journal.close()
   })
