@@ -83,7 +83,7 @@ export interface KeyRecord {
 /** A revoked key whose record was dropped: still refused at registration for its source. */
 export interface RetiredKey {
   source_id: string
-  /** See `RetiredKeys.fingerprint`. */
+  /** See `fingerprint` in retired-keys.ts. */
   fingerprint: string
 }
 
@@ -133,22 +133,4 @@ export interface DisputeRecord {
    * at the same `after_seq`; 0 for those accepted before it was kept. Null until accepted.
    */
   accept_order?: number | null
-}
-
-/** Everything the registry persists, as one document. */
-export interface RegistrySnapshot {
-  version: 1
-  /**
-   * Which change-log lines the file adapter's snapshot already holds: lines of an older
-   * generation are skipped on load (absent in files written before it was kept: 0).
-   */
-  generation?: number
-  tokens: TokenRecord[]
-  agents: AgentRecord[]
-  sources: SourceRecord[]
-  keys: KeyRecord[]
-  /** Oldest first per source (absent in files written before fingerprints were kept). */
-  retired_keys?: RetiredKey[]
-  /** Absent in files written before disputes existed. */
-  disputes?: DisputeRecord[]
 }
