@@ -2,7 +2,7 @@ import { generateKeyPairSync } from 'node:crypto'
 import t from 'tap'
 import type { DisputeRecord } from '../../registry/index.js'
 import { MANIFEST } from '../helpers/api.js'
-import { openRegistry, registryBucket } from '../helpers/registry-bucket.js'
+import { openRegistry, registryBucket, type TapLike } from '../helpers/registry-bucket.js'
 
 /**
  * Two registries on one bucket: two processes sharing the registry. What one changes
@@ -23,7 +23,7 @@ async function until(check: () => boolean): Promise<number> {
   return Date.now() - start
 }
 
-async function pair(t: Parameters<Parameters<typeof t.test>[1]>[0]) {
+async function pair(t: TapLike) {
   const bucket = await registryBucket(t)
   return { bucket, a: await openRegistry(t, bucket), b: await openRegistry(t, bucket) }
 }
