@@ -5,7 +5,7 @@ import { lockDataDir } from './data-dir-lock.js'
 import { startGateway } from './gateway/index.js'
 import { openJournal, type SignalLog } from './pipeline/index.js'
 import { fileKvBuckets } from './storage/index.js'
-import { Registry, RegistryFile } from './registry/index.js'
+import { migrateLegacyRegistry, Registry } from './registry/index.js'
 import { Rentals } from './rentals/index.js'
 import { openDeliveryPart } from './service-delivery.js'
 import { openGatewayPart } from './service-gateway.js'
@@ -64,8 +64,21 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     else process.stderr.write(`admin token is in ${admin.file}\n`)
   }
 
+  // Shared state on the key-value port: files under DATA_DIR/kv here, NATS KV buckets in a cluster.
+  const openBucket = fileKvBuckets({
+    dir: join(dataDir, 'kv'),
+    // A failed fsync: what reached the disk is unknown until the files are read again.
+    onFailure: (err) => core.failFatally(err, 'a key-value bucket failed; stopping so that a restart reloads it from disk'),
+    onWarning: (message, err) => logger.warn({ err }, message),
+  })
   // Every role authenticates its callers against the registry; the recorder also follows its disputes.
-  const registry = await steps.time('registry', () => Registry.open(new RegistryFile(dataDir), admin.token))
+  const registryBucket = await openBucket('registry', Registry.bucketLimits())
+  const registry = await steps.time('registry', async () => {
+    // Registry files of an older release are copied into the bucket once, then renamed.
+    const migrated = await migrateLegacyRegistry(dataDir, registryBucket)
+    if (migrated !== undefined) logger.info({ entries: migrated }, 'registry files copied into the registry bucket and renamed *.migrated')
+    return Registry.open(registryBucket, admin.token, { onWarning: (message, err) => logger.warn({ err }, message) })
+  })
   // The dedup id is written with each record, for consumers and the JetStream backend; the
   // gateway role's own dedup index decides before every append, so the journal keeps no copy.
   const signalLog: SignalLog = await steps.time('journal', () =>
@@ -93,13 +106,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     steps,
     registry,
     signalLog,
-    // Shared state on the key-value port: files under DATA_DIR/kv here, NATS KV buckets in a cluster.
-    openBucket: fileKvBuckets({
-      dir: join(dataDir, 'kv'),
-      // A failed fsync: what reached the disk is unknown until the files are read again.
-      onFailure: (err) => core.failFatally(err, 'a key-value bucket failed; stopping so that a restart reloads it from disk'),
-      onWarning: (message, err) => logger.warn({ err }, message),
-    }),
+    openBucket,
     // Stop reporting ready so traffic moves away, and have the process restarted (exit 75), which starts it afresh.
     failFatally: (err, message) => {
       if (failed) return
@@ -187,7 +194,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         await delivery?.close().catch((err: unknown) => (failure ??= err))
         logEnd?.stop()
         await rentals?.close()
-        for (const close of [() => signalLog.close(), async () => rentalsBucket?.close(), async () => receipts?.close()]) {
+        await registry.close()
+        for (const close of [() => signalLog.close(), async () => rentalsBucket?.close(), () => registryBucket.close(), async () => receipts?.close()]) {
           await close().catch((err: unknown) => (failure ??= err))
         }
         // Saves the ingest state for the next start only if the log closed cleanly.

@@ -1,9 +1,13 @@
 import { ApiError } from '../schemas/index.js'
+import { OrderedRecords } from './ordered-records.js'
 import type { DisputeRecord } from './records.js'
 
 /**
- * Bounds on disputes. Each is something the review must read, and together they sit in
- * the registry file: at most about 25 KB each (ids and text escaped in JSON), 100 MB in all.
+ * Bounds on disputes. Each is something the review must read: at most about 25 KB each
+ * (ids and text escaped in JSON). The bound per source is kept exactly (a source's
+ * disputes are one entry of the registry bucket, written at its expected revision); the
+ * bounds per creator and in all are checked against what this process knows, so
+ * processes racing may pass them by the few disputes opened at the same moment.
  */
 export const DISPUTE_LIMITS = {
   /** Disputes kept per source, whatever their state. */
@@ -19,57 +23,67 @@ export const DISPUTE_LIMITS = {
 } as const
 
 /**
- * The disputes of every source, and the signals that accepted disputes moved to state
- * `disputed` (spec 3.2). Disputes are never dropped and a decision is never undone, so
- * a signal once disputed stays disputed. The methods that change state return how to
- * undo it, for a change the registry could not record.
+ * The disputes of every source as last stored, and the signals that accepted disputes
+ * moved to state `disputed`: a signal named by an accepted dispute. Disputes are never
+ * dropped and a decision is never undone, so a signal once disputed stays disputed.
+ * A source's disputes are replaced as a whole when its entry changes.
  */
 export class Disputes {
-  readonly #byId = new Map<string, DisputeRecord>()
+  readonly #all = new OrderedRecords<DisputeRecord>()
   /** Per source, oldest first. */
-  readonly #bySource = new Map<string, DisputeRecord[]>()
+  readonly #bySource = new Map<string, readonly DisputeRecord[]>()
   readonly #perCreator = new Map<string, number>()
   /** Per source: signal id → the accepted dispute that names it first. */
   readonly #disputed = new Map<string, Map<string, string>>()
   /** Per source: the accepted disputes in the order renters receive them (`deliveryOrder`). */
   readonly #accepted = new Map<string, DisputeRecord[]>()
-  #lastAcceptOrder = 0
 
-  /** `records` in the order they were opened (the registry file keeps it). */
-  constructor(records: readonly DisputeRecord[] = []) {
-    for (const r of records) {
-      if (r.state === 'accepted') {
-        // Accepted before positions were kept: the greatest seq among its signals, which every process derives alike.
-        r.after_seq ??= greatestSignalSeq(r)
-        r.accept_order ??= 0
-      } else {
-        r.after_seq ??= null
-        r.accept_order ??= null
-      }
-      this.add(r)
-      if (r.state === 'accepted') {
-        this.markDisputed(r)
-        this.fileForDelivery(r)
-      }
+  /**
+   * Takes the source's disputes as stored; returns those that are new or changed state
+   * since the last copy (what the dispute watchers are told).
+   */
+  replace(sourceId: string, stored: readonly DisputeRecord[]): DisputeRecord[] {
+    const before = this.#bySource.get(sourceId) ?? []
+    const old = new Map(before.map((d) => [d.dispute_id, d]))
+    for (const d of before) {
+      this.#all.delete(d.dispute_id)
+      this.#perCreator.set(d.creator_id, this.ofCreator(d.creator_id) - 1)
     }
+    const records = stored.map(normalized)
+    const changed: DisputeRecord[] = []
+    const disputed = new Map<string, string>()
+    const accepted: DisputeRecord[] = []
+    for (const r of records) {
+      this.#all.set(r.dispute_id, r, r.created_at, 0)
+      this.#perCreator.set(r.creator_id, this.ofCreator(r.creator_id) + 1)
+      if (old.get(r.dispute_id)?.state !== r.state) changed.push(r)
+      if (r.state !== 'accepted') continue
+      for (const s of r.signals) if (!disputed.has(s.signal_id)) disputed.set(s.signal_id, r.dispute_id)
+      accepted.push(r)
+    }
+    accepted.sort(deliveryOrder)
+    setOrDelete(this.#bySource, sourceId, records)
+    setOrDelete(this.#disputed, sourceId, disputed)
+    setOrDelete(this.#accepted, sourceId, accepted)
+    return changed
   }
 
-  /** The accept_order the next accepted dispute takes. */
-  nextAcceptOrder(): number {
-    return this.#lastAcceptOrder + 1
+  /** The accept_order the next accepted dispute of this source takes: after every one it accepted. */
+  nextAcceptOrder(sourceId: string): number {
+    return this.of(sourceId).reduce((max, d) => Math.max(max, d.accept_order ?? 0), 0) + 1
   }
 
-  /** The source's recorded accepted disputes in the order renters receive them: by after_seq, then accept_order. */
+  /** The source's accepted disputes in the order renters receive them: by after_seq, then accept_order. */
   acceptedOf(sourceId: string): readonly DisputeRecord[] {
     return this.#accepted.get(sourceId) ?? []
   }
 
   get size(): number {
-    return this.#byId.size
+    return this.#all.size
   }
 
   get(sourceId: string, disputeId: string): DisputeRecord | undefined {
-    const record = this.#byId.get(disputeId)
+    const record = this.#all.get(disputeId)
     return record?.source_id === sourceId ? record : undefined
   }
 
@@ -82,8 +96,9 @@ export class Disputes {
     return this.#perCreator.get(creatorId) ?? 0
   }
 
+  /** Every dispute, in the order they were opened. */
   all(): DisputeRecord[] {
-    return [...this.#byId.values()]
+    return [...this.#all.list()]
   }
 
   /** The accepted dispute that moved the signal to state disputed, if one did. */
@@ -92,18 +107,18 @@ export class Disputes {
   }
 
   /**
-   * Refuses a new dispute of `creatorId`'s source `sourceId` naming `signalIds` when one
-   * is already named by a live dispute (naming it again would only take another place of
-   * the bounds), or when a bound is reached.
+   * Refuses a new dispute of `creatorId` naming `signalIds` among the source's
+   * `disputes` (its stored entry) when one is already named by a live dispute (naming
+   * it again would only take another place of the bounds), or when a bound is reached.
    */
-  checkCanOpen(sourceId: string, creatorId: string, signalIds: readonly string[]): void {
+  checkCanOpen(disputes: readonly DisputeRecord[], creatorId: string, signalIds: readonly string[]): void {
     const named = new Set(signalIds)
-    for (const other of this.of(sourceId)) {
+    for (const other of disputes) {
       if (other.state === 'rejected') continue
       const again = other.signals.find((s) => named.has(s.signal_id))
       if (again !== undefined) throw new ApiError('already_exists', `signal ${again.signal_id} is already named by dispute ${other.dispute_id} (${other.state})`)
     }
-    if (this.of(sourceId).length >= DISPUTE_LIMITS.perSource) {
+    if (disputes.length >= DISPUTE_LIMITS.perSource) {
       throw new ApiError('limit_exceeded', `a source holds at most ${DISPUTE_LIMITS.perSource} disputes`)
     }
     if (this.ofCreator(creatorId) >= DISPUTE_LIMITS.perCreator) {
@@ -111,48 +126,23 @@ export class Disputes {
     }
     if (this.size >= DISPUTE_LIMITS.total) throw new ApiError('limit_exceeded', 'the registry holds no more disputes: ask the operator')
   }
+}
 
-  add(record: DisputeRecord): () => void {
-    this.#byId.set(record.dispute_id, record)
-    let list = this.#bySource.get(record.source_id)
-    if (list === undefined) this.#bySource.set(record.source_id, (list = []))
-    list.push(record)
-    this.#perCreator.set(record.creator_id, this.ofCreator(record.creator_id) + 1)
-    return () => {
-      this.#byId.delete(record.dispute_id)
-      list.pop()
-      if (list.length === 0) this.#bySource.delete(record.source_id)
-      this.#perCreator.set(record.creator_id, this.ofCreator(record.creator_id) - 1)
-    }
+/**
+ * The record with the fields disputes stored before they were kept: an accepted one
+ * gets after_seq the greatest seq among its signals and accept_order 0, which every
+ * process derives alike.
+ */
+function normalized(r: DisputeRecord): DisputeRecord {
+  if (r.state === 'accepted') {
+    return r.after_seq != null && r.accept_order != null ? r : { ...r, after_seq: r.after_seq ?? greatestSignalSeq(r), accept_order: r.accept_order ?? 0 }
   }
+  return r.after_seq !== undefined && r.accept_order !== undefined ? r : { ...r, after_seq: r.after_seq ?? null, accept_order: r.accept_order ?? null }
+}
 
-  /** Moves the dispute's signals to state `disputed`, and files it for delivery at its after_seq and accept_order. */
-  markDisputed(record: DisputeRecord): () => void {
-    let signals = this.#disputed.get(record.source_id)
-    if (signals === undefined) this.#disputed.set(record.source_id, (signals = new Map()))
-    const added = record.signals.map((s) => s.signal_id).filter((id) => !signals.has(id))
-    for (const id of added) signals.set(id, record.dispute_id)
-    const lastOrder = this.#lastAcceptOrder
-    this.#lastAcceptOrder = Math.max(lastOrder, record.accept_order ?? 0)
-    return () => {
-      for (const id of added) signals.delete(id)
-      if (signals.size === 0) this.#disputed.delete(record.source_id)
-      this.#lastAcceptOrder = lastOrder
-    }
-  }
-
-  /**
-   * Files an accepted dispute for delivery, once it is recorded (a change that could not
-   * be recorded is undone, and renters must never have been told of it). Idempotent.
-   */
-  fileForDelivery(record: DisputeRecord): void {
-    if (record.state !== 'accepted') return
-    let accepted = this.#accepted.get(record.source_id)
-    if (accepted === undefined) this.#accepted.set(record.source_id, (accepted = []))
-    if (accepted.includes(record)) return
-    const at = accepted.findIndex((other) => deliveryOrder(record, other) < 0)
-    accepted.splice(at < 0 ? accepted.length : at, 0, record)
-  }
+function setOrDelete<V extends { readonly length: number } | { readonly size: number }>(map: Map<string, V>, key: string, value: V): void {
+  if (('length' in value ? value.length : value.size) === 0) map.delete(key)
+  else map.set(key, value)
 }
 
 /** The greatest log seq among the dispute's signals: the earliest place its events can be delivered. */

@@ -51,7 +51,7 @@ export interface SourceRecord {
   manifest: Manifest
   listing: Listing
   created_at: string
-  /** Set once sustained over-rate is seen (spec section 8); cleared only by an operator. */
+  /** Set once the source's signals stayed over its max_rate for the flagging window; cleared only by an operator. */
   flagged_for_review_at: string | null
   /** When the manifest or listing last changed; null until then (and in records kept before changes were possible). */
   updated_at: string | null
@@ -62,7 +62,7 @@ export interface SourceRecord {
   retired_at: string | null
 }
 
-/** Spec section 3.1. */
+/** A key's life: pending (signs only test signals) → active → grace (still verifies during a rotation) → revoked; forward-only, and revoked from any state. */
 export type KeyState = 'pending' | 'active' | 'grace' | 'revoked'
 
 export interface KeyRecord {
@@ -83,7 +83,7 @@ export interface KeyRecord {
 /** A revoked key whose record was dropped: still refused at registration for its source. */
 export interface RetiredKey {
   source_id: string
-  /** See `RetiredKeys.fingerprint`. */
+  /** See `fingerprint` in retired-keys.ts. */
   fingerprint: string
 }
 
@@ -96,13 +96,14 @@ export interface DisputedSignal {
   seq: number
 }
 
-/** Spec 3.2: a dispute moves open → accepted or rejected, once (forward-only). */
+/** A dispute moves open → accepted or rejected, once (forward-only). */
 export type DisputeState = 'open' | 'accepted' | 'rejected'
 
 /**
  * A creator's claim that signals the source accepted were emitted with a leaked key
- * (spec 5.3, compromise flow step 6). Once the review accepts it, those signals are
- * in state `disputed` (spec 3.2); they stay in the log and in the public record.
+ * (the last step of the compromise flow, after the key was revoked). Once the review
+ * accepts it, those signals are in state `disputed`; they stay in the log and in the
+ * public record.
  */
 export interface DisputeRecord {
   dispute_id: string
@@ -133,22 +134,4 @@ export interface DisputeRecord {
    * at the same `after_seq`; 0 for those accepted before it was kept. Null until accepted.
    */
   accept_order?: number | null
-}
-
-/** Everything the registry persists, as one document. */
-export interface RegistrySnapshot {
-  version: 1
-  /**
-   * Which change-log lines the file adapter's snapshot already holds: lines of an older
-   * generation are skipped on load (absent in files written before it was kept: 0).
-   */
-  generation?: number
-  tokens: TokenRecord[]
-  agents: AgentRecord[]
-  sources: SourceRecord[]
-  keys: KeyRecord[]
-  /** Oldest first per source (absent in files written before fingerprints were kept). */
-  retired_keys?: RetiredKey[]
-  /** Absent in files written before disputes existed. */
-  disputes?: DisputeRecord[]
 }

@@ -1,5 +1,6 @@
 /**
- * The registry file holds something a start cannot use: a snapshot that is not JSON, of
+ * The registry files of an older release, read once to copy them into the registry
+ * bucket, hold something a start cannot use: a snapshot that is not JSON, of
  * another version or without its record lists, or a damaged change with changes after
  * it. Restarting would find the same bytes, so the process stops for an operator
  * (main.ts exits EX_DATAERR, which the systemd unit does not restart) instead of

@@ -1,5 +1,5 @@
 import { ApiError, enforcedMaxRate, ratePerMs, type Manifest, type RateCeiling, signingString, type AcceptedBody } from '../../schemas/index.js'
-import type { LiveKey, Registry } from '../../registry/index.js'
+import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
 import { isLogError } from '../log-error.js'
 import type { SignalLog } from '../log.js'
 import { readRecord } from '../log-reads.js'
@@ -117,11 +117,12 @@ export class IngestPipeline {
     // Revocation is immediate, also for a request that waited for a worker. The skew is
     // checked again at claim time: the nonce window covers a replay only while the
     // timestamp is within it, and a request may have waited since the edge.
-    const refusal = retiredSourceRefusal(req.source) ?? keyOrClockRefusal(key, req.requestTimeMs, now)
+    const source = sourceNow(this.#o.registry, req)
+    const refusal = retiredSourceRefusal(source) ?? keyOrClockRefusal(key, req.requestTimeMs, now)
     if (refusal !== undefined) throw refusal
     // The source's max_rate under the operator's ceiling: sizes its share of the nonce
     // store (the rate step reads it again, as it is then).
-    const maxRate = enforcedMaxRate(req.source.manifest.max_rate, this.#o.rateCeiling)
+    const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
     const nonceRoom = this.#claimNonce(req, now, maxRate)
 
     if (!req.json.ok) throw new ApiError('invalid_body', `body is not valid JSON: ${req.json.reason}`)
@@ -170,7 +171,7 @@ export class IngestPipeline {
         case 'in_flight':
           await found.settled
           // The wait can outlast a revocation or a retirement, which must win over the replay's 202.
-          assertStillTaken(req)
+          assertStillTaken(this.#o.registry, req)
           continue
         case 'replay':
           if (found.unboundKey !== undefined) this.#bindKey(sourceId, found.unboundKey, found.record)
@@ -205,7 +206,9 @@ export class IngestPipeline {
     fingerprint: Fingerprint,
     nonceRoom: boolean,
   ): Promise<AcceptedBody> {
-    const { source, key } = req
+    const { key } = req
+    // Read as it is now: a manifest changed while this request was verified applies to it.
+    const source = sourceNow(this.#o.registry, req)
     const fields = validateSignalFields(req.json.ok ? req.json.value : undefined, {
       sourceId: source.source_id,
       severityLevels: source.manifest.severity_levels,
@@ -249,7 +252,7 @@ export class IngestPipeline {
   #append(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint, stored: { yes: boolean }): Promise<AcceptedBody> {
     // Last look before the append: a revocation or retirement made by now wins. One made
     // after it waits for this request (settled()) before it is acknowledged.
-    assertStillTaken(req)
+    assertStillTaken(this.#o.registry, req)
     const done = this.#appendChecked(req, record, dedupId, fingerprint, stored)
     this.#pastLastCheck.add(done)
     const forget = () => void this.#pastLastCheck.delete(done)
@@ -413,9 +416,18 @@ function awaitsTest(key: LiveKey): boolean {
   return key.record.state === 'pending' && key.record.tested_at === null
 }
 
+/**
+ * The request's source as the registry holds it now: its records are replaced, not
+ * changed, when any process retires the source or changes its manifest, so a request
+ * that waited reads it again rather than the copy the edge found.
+ */
+function sourceNow(registry: Registry, req: SignedRequest): SourceRecord {
+  return registry.anySource(req.source.source_id) ?? req.source
+}
+
 /** The request's key not revoked and its source not retired, since it was last checked. */
-function assertStillTaken(req: SignedRequest): void {
-  const refusal = retiredSourceRefusal(req.source) ?? revokedKeyRefusal(req.key)
+function assertStillTaken(registry: Registry, req: SignedRequest): void {
+  const refusal = retiredSourceRefusal(sourceNow(registry, req)) ?? revokedKeyRefusal(req.key)
   if (refusal !== undefined) throw refusal
 }
 

@@ -5,11 +5,10 @@ import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { cursorOf, deliverableEnd, parseEventId, scanRentalEvents, type ScanStart } from '../../delivery/index.js'
 import { openJournal, type Journal } from '../../pipeline/index.js'
-import { Registry, type DisputedSignal } from '../../registry/index.js'
-import type { RegistrySnapshot } from '../../registry/records.js'
+import type { DisputedSignal } from '../../registry/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
 import { MANIFEST } from '../helpers/api.js'
-import { MemoryStore } from '../helpers/pipeline-fixture.js'
+import { openRegistry, registryBucket, storedEntries } from '../helpers/registry-bucket.js'
 
 /**
  * The rental's one order in process: a real journal, a real registry on an in-memory
@@ -23,8 +22,8 @@ async function setup(t: Test) {
   t.teardown(() => rm(dir, { recursive: true, force: true }))
   const log: Journal = await openJournal({ dir: join(dir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
   t.teardown(() => log.close())
-  const store = new MemoryStore()
-  const registry = await Registry.open(store, 'admin')
+  const store = await registryBucket(t)
+  const registry = await openRegistry(t, store, 'admin')
   const agent = await registry.createAgent({ agent_id: 'a', creator_id: 'c', slots: 1 })
   const source = await registry.createSource({ agent, manifest: structuredClone(MANIFEST) as any, listing: { public_receipts: false } })
   const key = await registry.addKey(source.source_id, generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32))
@@ -122,14 +121,16 @@ t.test('disputes accepted before their place was recorded get one derived alike 
   await s.append(3)
   const dispute = await s.open([s.signals[0]!, s.signals[1]!])
   await s.accept(dispute.dispute_id)
-  // The registry file of an older release: no after_seq, no accept_order.
-  const old = structuredClone(s.store.saved) as RegistrySnapshot
-  for (const d of old.disputes ?? []) {
+  // As the registry files of an older release held them, copied into the bucket: no after_seq, no accept_order.
+  const key = `disputes.${s.source.source_id}`
+  const entry = (await storedEntries(s.store)).get(key)
+  for (const d of entry.disputes) {
     delete d.after_seq
     delete d.accept_order
   }
-  const a = await Registry.open({ load: async () => structuredClone(old), append: async () => undefined }, 'admin')
-  const b = await Registry.open({ load: async () => structuredClone(old), append: async () => undefined }, 'admin')
+  await s.store.put(key, Buffer.from(JSON.stringify(entry)))
+  const a = await openRegistry(t, s.store, 'admin')
+  const b = await openRegistry(t, s.store, 'admin')
   const placed = a.acceptedDisputesOf(s.source.source_id)[0]
   t.equal(placed?.after_seq, 2, 'after the greatest seq among its signals')
   t.equal(placed?.accept_order, 0)

@@ -1,9 +1,9 @@
 import { generateKeyPairSync } from 'node:crypto'
 import t, { type Test } from 'tap'
-import { Registry, type DisputedSignal } from '../../registry/index.js'
+import type { DisputedSignal } from '../../registry/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
 import { MANIFEST } from '../helpers/api.js'
-import { MemoryStore } from '../helpers/pipeline-fixture.js'
+import { openRegistry, registryBucket } from '../helpers/registry-bucket.js'
 import { sharedReceiver, signalOf, until, webhookFixture } from '../helpers/webhook-fixture.js'
 
 /**
@@ -17,7 +17,7 @@ import { sharedReceiver, signalOf, until, webhookFixture } from '../helpers/webh
 const T0 = '2020-01-01T00:00:00.000Z'
 
 async function setup(t: Test, answer?: (eventId: string) => number) {
-  const registry = await Registry.open(new MemoryStore(), 'admin')
+  const registry = await openRegistry(t, await registryBucket(t), 'admin')
   const agent = await registry.createAgent({ agent_id: 'a', creator_id: 'c', slots: 1 })
   const source = await registry.createSource({ agent, manifest: structuredClone(MANIFEST) as any, listing: { public_receipts: false } })
   const key = await registry.addKey(source.source_id, generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32))

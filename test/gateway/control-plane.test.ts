@@ -130,9 +130,9 @@ t.test('a token is shown once and stored only as a hash', async (t) => {
   t.equal(res.body.ok, true)
   const token = res.body.data.token as string
   t.match(token, /^sgw_/)
-  // The registry is a snapshot and a change log: whichever holds it, neither holds the token.
-  const read = (name: string) => readFile(join(gw.dataDir, name), 'utf8').catch(() => '')
-  const stored = (await read('registry.json')) + (await read('registry.log'))
+  // The registry bucket's files are a snapshot and a change log: whichever holds it, neither holds the token.
+  const read = (name: string) => readFile(join(gw.dataDir, 'kv', 'registry', name), 'latin1').catch(() => '')
+  const stored = (await read('snapshot.kv')) + (await read('changes.kv'))
   t.notOk(stored.includes(token), 'the token is not in the registry files')
   const { createHash } = await import('node:crypto')
   t.ok(stored.includes(createHash('sha256').update(token).digest('hex')), 'its SHA-256 is')

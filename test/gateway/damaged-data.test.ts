@@ -1,8 +1,11 @@
 import { spawnSync } from 'node:child_process'
+import { generateKeyPairSync } from 'node:crypto'
+import { existsSync } from 'node:fs'
 import { cp, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
+import { sampleRegistryV1, writeRegistryV1 } from '../fixtures/registry-v1.js'
 import { openJournal } from '../../pipeline/index.js'
 import { payload, provision, push } from '../helpers/api.js'
 import { GATEWAY_MAIN } from '../../harness/gateway-launcher.js'
@@ -24,7 +27,7 @@ function startOn(gw: DataFolder): { status: number | null; stderr: string } {
 }
 
 /**
- * The data folder of a gateway that accepted a signal and was stopped: a registry log and a
+ * The data folder of a gateway that accepted a signal and was stopped: a registry bucket and a
  * journal. Made once, by a real run; each test damages a copy of its own, so the file starts
  * one gateway for all four instead of one each.
  */
@@ -40,6 +43,8 @@ const template = await (async () => {
   return gw
 })()
 
+const oldKey = () => generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32).toString('base64url')
+
 /** A copy of the template's data folder, for one test to damage; removed when the test ends. */
 async function stoppedGateway(t: Test): Promise<DataFolder> {
   const dataDir = await mkdtemp(join(tmpdir(), 'sgw-damaged-'))
@@ -50,6 +55,9 @@ async function stoppedGateway(t: Test): Promise<DataFolder> {
 
 t.test('a damaged registry change with changes after it stops the start with EX_DATAERR and touches nothing', async (t) => {
   const gw = await stoppedGateway(t)
+  // The registry files of a release that kept them in DATA_DIR, which a start copies into its bucket.
+  const { snapshot, changes } = sampleRegistryV1([oldKey(), oldKey(), oldKey(), oldKey()], 'AAAAAAAAAAAAAAAAAAAAAA')
+  await writeRegistryV1(gw.dataDir, snapshot, changes)
   const logPath = join(gw.dataDir, 'registry.log')
   const intact = await readFile(logPath)
   t.ok(intact.indexOf(10) < intact.length - 1, 'the log holds more than one change')
@@ -64,9 +72,10 @@ t.test('a damaged registry change with changes after it stops the start with EX_
   await writeFile(logPath, intact)
   const again = await startTestGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken })
   t.ok(again.port > 0, 'with the file restored it starts again')
+  t.ok(existsSync(`${logPath}.migrated`), 'and copies the registry files into its bucket, keeping them renamed')
 })
 
-t.test('a registry snapshot that is not JSON, of another version or without its lists stops the start with EX_DATAERR', async (t) => {
+t.test('a registry snapshot of an older release that is not JSON, of another version or without its lists stops the start with EX_DATAERR', async (t) => {
   const gw = await stoppedGateway(t)
   const path = join(gw.dataDir, 'registry.json')
   const cases: Array<[string, string]> = [

@@ -3,8 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { IngestPipeline, openJournal, SignalIdHistory, type IngestPipelineOptions, type SignedRequest, type VerifyPool } from '../../pipeline/index.js'
-import { Registry, type RegistryStore } from '../../registry/index.js'
-import type { RegistrySnapshot } from '../../registry/records.js'
+import { openRegistry, registryBucket } from './registry-bucket.js'
 import { MANIFEST, payload } from './api.js'
 
 /**
@@ -19,22 +18,6 @@ export class GatedVerifier {
   }
 }
 
-export class MemoryStore implements RegistryStore {
-  saved: RegistrySnapshot | undefined
-  /** When set, the next change waits for it, and fails if it rejects (a disk that fails). */
-  hold: Promise<void> | undefined
-  async load() {
-    return this.saved
-  }
-  async append(_change: unknown, current: () => RegistrySnapshot) {
-    const hold = this.hold
-    this.hold = undefined
-    const state = structuredClone(current())
-    if (hold !== undefined) await hold
-    this.saved = state
-  }
-}
-
 export async function pipelineSetup(t: { teardown(fn: () => unknown): void }) {
   const dir = await mkdtemp(join(tmpdir(), 'sgw-pipeline-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
@@ -42,8 +25,8 @@ export async function pipelineSetup(t: { teardown(fn: () => unknown): void }) {
   const log = await openJournal({ dir: join(dir, 'journal'), fsync: 'always', dedupWindowMs: 0 })
   t.teardown(() => log.close())
   const history = await SignalIdHistory.open({ dir: join(dir, 'signal-ids'), maxEntries: 1000, log, onWarning: () => undefined })
-  const store = new MemoryStore()
-  const registry = await Registry.open(store, 'admin')
+  const store = await registryBucket(t)
+  const registry = await openRegistry(t, store, 'admin')
   const agent = await registry.createAgent({ agent_id: 'a', creator_id: 'c', slots: 1 })
   const source = await registry.createSource({ agent, manifest: structuredClone(MANIFEST) as any, listing: { public_receipts: false } })
   const raw = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)

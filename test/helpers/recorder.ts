@@ -7,7 +7,8 @@ import { createClient } from '@clickhouse/client'
 import { openJournal, type Journal } from '../../pipeline/index.js'
 import { ReceiptStoreError, type ReceiptStore } from '../../receipts/index.js'
 import { Recorder, type RecorderOptions } from '../../recorder/index.js'
-import { Registry, RegistryFile, type SourceRecord } from '../../registry/index.js'
+import type { Registry, SourceRecord } from '../../registry/index.js'
+import { openRegistry, registryBucket } from './registry-bucket.js'
 import type { Manifest } from '../../schemas/index.js'
 import { MANIFEST } from './api.js'
 
@@ -135,11 +136,11 @@ export interface Bench {
 
 let sources = 0
 
-/** A real journal and a real registry (files in a throwaway folder) with one agent and source. */
+/** A real journal and a real registry (a file bucket in a throwaway folder) with one agent and source. */
 export async function bench(t: { teardown(fn: () => unknown): void }, journalOptions: { segmentBytes?: number } = {}): Promise<Bench> {
   const dir = await mkdtemp(join(tmpdir(), 'sgw-recorder-'))
   const journal = await openJournal({ dir: join(dir, 'journal'), fsync: 'never', dedupWindowMs: 0, ...journalOptions })
-  const registry = await Registry.open(new RegistryFile(join(dir, 'registry')), 'admin-token-for-the-recorder-tests-0000')
+  const registry = await openRegistry(t, await registryBucket(t), 'admin-token-for-the-recorder-tests-0000')
   sources++
   const agent = await registry.createAgent({ agent_id: `agent_${sources}`, creator_id: `creator_${sources}`, slots: 1 })
   const source = await registry.createSource({ agent, manifest: MANIFEST as unknown as Manifest, listing: { public_receipts: false } })

@@ -3,62 +3,43 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { Registry, REGISTRY_LIMITS, RegistryFile, type RegistryChange, type RegistryStore } from '../../registry/index.js'
-import { replayChanges } from '../../registry/registry-store.js'
-import type { RegistrySnapshot } from '../../registry/records.js'
+import { migrateLegacyRegistry, REGISTRY_LIMITS } from '../../registry/index.js'
 import { MANIFEST } from '../helpers/api.js'
-
-/** An in-memory RegistryStore that keeps only what each change records, and counts the changes; `failNext` fails one like a full disk. */
-class MemoryStore implements RegistryStore {
-  saved: RegistrySnapshot | undefined
-  appends = 0
-  failNext = false
-  async load() {
-    return this.saved === undefined ? undefined : structuredClone(this.saved)
-  }
-  async append(change: RegistryChange) {
-    if (this.failNext) {
-      this.failNext = false
-      throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' })
-    }
-    this.appends++
-    this.saved = replayChanges(this.saved, [structuredClone(change)])
-  }
-}
+import { fileRegistryBuckets, openRegistry, registryBucket, storedEntries, type TapLike } from '../helpers/registry-bucket.js'
 
 const rawKey = () => generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
 const manifest = (overrides: Record<string, unknown> = {}) => ({ ...structuredClone(MANIFEST), ...overrides }) as any
 const LISTING = { public_receipts: false }
 
-async function setup(slots = 2) {
-  const store = new MemoryStore()
-  const registry = await Registry.open(store, 'admin-secret')
+async function setup(t: TapLike, slots = 2) {
+  const store = await registryBucket(t)
+  const registry = await openRegistry(t, store)
   const agent = await registry.createAgent({ agent_id: 'a1', creator_id: 'c1', slots })
   const source = await registry.createSource({ agent, manifest: manifest(), listing: LISTING })
   return { store, registry, agent, source }
 }
 
 t.test('a retired source frees its slot, is no longer a live source, and stays readable; retiring again records nothing', async (t) => {
-  const { store, registry, agent, source } = await setup(1)
+  const { store, registry, agent, source } = await setup(t, 1)
   await t.rejects(registry.createSource({ agent, manifest: manifest(), listing: LISTING }), { code: 'no_open_slot' })
   const retired = await registry.retireSource(source.source_id)
   t.type(retired.retired_at, 'string')
   t.equal(registry.slotsUsed('a1'), 0, 'the slot is free')
   t.equal(registry.source(source.source_id), undefined, 'ingest finds no such source')
-  t.equal(registry.anySource(source.source_id), source, 'the record is still there to read')
+  t.same(registry.anySource(source.source_id), { ...source, retired_at: retired.retired_at }, 'the record is still there to read')
   const next = await registry.createSource({ agent, manifest: manifest(), listing: LISTING })
   t.equal(registry.slotsUsed('a1'), 1)
   t.same(registry.sourcesOfAgent('a1').map((s) => s.source_id), [source.source_id, next.source_id], "the agent's list keeps the retired source")
   t.same(registry.sourcesOfCreator('c1').map((s) => s.source_id), [source.source_id, next.source_id])
-  const appends = store.appends
+  const appends = store.writes
   const again = await registry.retireSource(source.source_id)
   t.equal(again.retired_at, retired.retired_at, 'the first time stands')
-  t.equal(store.appends, appends, 'and nothing new is recorded')
+  t.equal(store.writes, appends, 'and nothing new is recorded')
   await t.rejects(registry.retireSource('src_nothing'), { code: 'not_found' })
 })
 
 t.test('a retired source takes no new key, promotion or manifest (409 source_retired); a key of it can still be revoked', async (t) => {
-  const { registry, source } = await setup()
+  const { registry, source } = await setup(t)
   const key = await registry.addKey(source.source_id, rawKey())
   await registry.markTested(source.source_id, key.key_id)
   await registry.retireSource(source.source_id)
@@ -71,7 +52,7 @@ t.test('a retired source takes no new key, promotion or manifest (409 source_ret
 })
 
 t.test("an agent's slots change, never below those its live sources take (409 slots_in_use)", async (t) => {
-  const { registry, agent } = await setup(3)
+  const { registry, agent } = await setup(t, 3)
   const second = await registry.createSource({ agent, manifest: manifest(), listing: LISTING })
   await t.rejects(registry.setAgentSlots('a1', 1), { code: 'slots_in_use', message: /2 sources/ })
   t.equal(registry.agent('a1')?.slots, 3, 'unchanged')
@@ -84,13 +65,14 @@ t.test("an agent's slots change, never below those its live sources take (409 sl
   t.same([...registry.agents()].map((a) => a.agent_id), ['a1'])
 })
 
-t.test('a source update replaces the manifest and listing in place and records when; archetype and schema_version are kept for life', async (t) => {
-  const { registry, source } = await setup()
-  const held = registry.source(source.source_id)!
+t.test('a source update replaces the manifest and listing and records when; archetype and schema_version are kept for life', async (t) => {
+  const { registry, source } = await setup(t)
+  // Read again after each change: the record is replaced, not changed in place (a request in flight reads it again, ingest-source-changes.test.ts).
+  const held = { get manifest() { return registry.source(source.source_id)!.manifest }, get listing() { return registry.source(source.source_id)!.listing }, get updated_at() { return registry.source(source.source_id)!.updated_at } }
   t.equal(held.updated_at, null, 'never changed yet')
   const slower = manifest({ max_rate: { rate: 1, per: 'second', burst: 1 }, severity_levels: ['low'] })
   await registry.updateSource(source.source_id, { manifest: slower })
-  t.same(held.manifest.max_rate, { rate: 1, per: 'second', burst: 1 }, 'a request in flight holding the record sees the new max_rate')
+  t.same(held.manifest.max_rate, { rate: 1, per: 'second', burst: 1 }, 'a request reading the source again sees the new max_rate')
   t.same(held.manifest.severity_levels, ['low'])
   t.type(held.updated_at, 'string')
   t.same(held.listing, LISTING, 'the listing was not given and is kept')
@@ -102,24 +84,24 @@ t.test('a source update replaces the manifest and listing in place and records w
 })
 
 t.test('a change that cannot be saved is undone: retirement, update and slots alike', async (t) => {
-  const { store, registry, agent, source } = await setup(1)
+  const { store, registry, agent, source } = await setup(t, 1)
   store.failNext = true
-  await t.rejects(registry.retireSource(source.source_id), { code: 'ENOSPC' })
+  await t.rejects(registry.retireSource(source.source_id), { code: 'io' })
   t.equal(registry.source(source.source_id)?.retired_at, null, 'still live')
   t.equal(registry.slotsUsed('a1'), 1, 'and on its slot')
   await t.rejects(registry.createSource({ agent, manifest: manifest(), listing: LISTING }), { code: 'no_open_slot' })
   store.failNext = true
-  await t.rejects(registry.updateSource(source.source_id, { manifest: manifest({ contact: 'new@example.com' }) }), { code: 'ENOSPC' })
+  await t.rejects(registry.updateSource(source.source_id, { manifest: manifest({ contact: 'new@example.com' }) }), { code: 'io' })
   t.equal(registry.source(source.source_id)?.manifest.contact, MANIFEST.contact)
   t.equal(registry.source(source.source_id)?.updated_at, null)
   store.failNext = true
-  await t.rejects(registry.setAgentSlots('a1', 5), { code: 'ENOSPC' })
+  await t.rejects(registry.setAgentSlots('a1', 5), { code: 'io' })
   t.equal(registry.agent('a1')?.slots, 1)
-  t.equal(store.saved?.agents[0]?.slots, 1, 'disk unchanged')
+  t.equal((await storedEntries(store)).get(`agent.${Buffer.from('a1').toString('base64url')}`)?.agent.slots, 1, 'disk unchanged')
 })
 
 t.test('a revocation reason is kept; a later revocation may add one or turn rotation into compromise, never back', async (t) => {
-  const { store, registry, source } = await setup()
+  const { store, registry, source } = await setup(t)
   const plain = await registry.addKey(source.source_id, rawKey())
   t.equal(plain.revocation_reason, null)
   await registry.revokeKey(source.source_id, plain.key_id)
@@ -131,16 +113,16 @@ t.test('a revocation reason is kept; a later revocation may add one or turn rota
   t.equal(registry.key(source.source_id, plain.key_id)?.record.revocation_reason, 'compromise', 'a leak found after the rotation')
   t.equal(registry.key(source.source_id, plain.key_id)?.record.revoked_at, first, 'the revocation time stands')
   await t.rejects(registry.revokeKey(source.source_id, plain.key_id, 'rotation'), { code: 'invalid_key_state', message: /compromise/ })
-  const appends = store.appends
+  const appends = store.writes
   await registry.revokeKey(source.source_id, plain.key_id)
   await registry.revokeKey(source.source_id, plain.key_id, 'compromise')
-  t.equal(store.appends, appends, 'a repeat that changes nothing records nothing')
-  const reopened = await Registry.open(store, 'admin-secret')
+  t.equal(store.writes, appends, 'a repeat that changes nothing records nothing')
+  const reopened = await openRegistry(t, store)
   t.equal(reopened.key(source.source_id, plain.key_id)?.record.revocation_reason, 'compromise')
 })
 
 t.test('an agent keeps a bounded number of retired sources: past it a new source is refused with limit_exceeded', async (t) => {
-  const { registry, agent, source } = await setup(1)
+  const { registry, agent, source } = await setup(t, 1)
   await registry.retireSource(source.source_id)
   for (let i = 1; i < REGISTRY_LIMITS.retiredSourcesPerAgent; i++) {
     await registry.retireSource((await registry.createSource({ agent, manifest: manifest(), listing: LISTING })).source_id)
@@ -157,9 +139,10 @@ async function folder(t: { teardown(fn: () => unknown): void }) {
   return dir
 }
 
-t.test('retirement, a new manifest, slots and revocation reasons survive a restart from the registry files', async (t) => {
-  const dir = await folder(t)
-  const registry = await Registry.open(new RegistryFile(dir), 'admin-secret')
+t.test('retirement, a new manifest, slots and revocation reasons survive a restart from the bucket files', async (t) => {
+  const open = await fileRegistryBuckets(t)
+  const bucket = await registryBucket(t, open)
+  const registry = await openRegistry(t, bucket)
   const agent = await registry.createAgent({ agent_id: 'a1', creator_id: 'c1', slots: 2 })
   const kept = await registry.createSource({ agent, manifest: manifest(), listing: LISTING })
   const gone = await registry.createSource({ agent, manifest: manifest(), listing: LISTING })
@@ -168,7 +151,9 @@ t.test('retirement, a new manifest, slots and revocation reasons survive a resta
   await registry.revokeKey(kept.source_id, key.key_id, 'rotation')
   await registry.retireSource(gone.source_id)
   await registry.setAgentSlots('a1', 1)
-  const reopened = await Registry.open(new RegistryFile(dir), 'admin-secret')
+  await registry.close()
+  await bucket.close()
+  const reopened = await openRegistry(t, await registryBucket(t, open))
   t.equal(reopened.source(gone.source_id), undefined, 'retired after the restart too')
   t.type(reopened.anySource(gone.source_id)?.retired_at, 'string')
   t.equal(reopened.slotsUsed('a1'), 1)
@@ -194,12 +179,14 @@ t.test('a registry file written before sources could change or retire, and befor
     ],
   }
   await writeFile(join(dir, 'registry.json'), JSON.stringify(old))
-  const registry = await Registry.open(new RegistryFile(dir), 'admin-secret')
+  const bucket = await registryBucket(t)
+  await migrateLegacyRegistry(dir, bucket)
+  const registry = await openRegistry(t, bucket)
   t.match(registry.source('src_old'), { updated_at: null, retired_at: null }, 'a live source, never changed')
   t.equal(registry.slotsUsed('a1'), 1)
   t.equal(registry.key('src_old', 'key_old')?.record.revocation_reason, null)
   await registry.retireSource('src_old')
-  const reopened = await Registry.open(new RegistryFile(dir), 'admin-secret')
+  const reopened = await openRegistry(t, bucket)
   t.equal(reopened.source('src_old'), undefined)
   t.equal(reopened.slotsUsed('a1'), 0)
 })
