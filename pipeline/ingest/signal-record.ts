@@ -1,5 +1,5 @@
 import type { AcceptedBody } from '../../schemas/index.js'
-import type { DedupRecord } from './signal-dedup.js'
+import type { DedupRecord } from './embedded/signal-dedup.js'
 import type { SignedRequest } from './signed-request.js'
 
 /**

@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { openJournal } from '../../pipeline/index.js'
 import { decodeSignalRecord } from '../../pipeline/index.js'
-import { readStateSnapshot } from '../../pipeline/ingest/state-snapshot.js'
+import { readStateSnapshot } from '../../pipeline/ingest/embedded/state-snapshot.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 

@@ -1,11 +1,11 @@
 import { dirname } from 'node:path'
-import { syncDir, temporaryPathOf, unlinkIfPresent } from '../../storage/index.js'
-import type { ReadStart, SignalLog } from '../log.js'
-import { readBatches, readRecord } from '../log-reads.js'
+import { syncDir, temporaryPathOf, unlinkIfPresent } from '../../../storage/index.js'
+import type { ReadStart, SignalLog } from '../../log.js'
+import { readBatches, readRecord } from '../../log-reads.js'
 import { NonceStore } from './nonce-store.js'
 import type { RetryNote } from './retry-notes.js'
 import { SignalDedup } from './signal-dedup.js'
-import { decodeSignalRecord, dedupRecordOf } from './signal-record.js'
+import { decodeSignalRecord, dedupRecordOf } from '../signal-record.js'
 import { readStateSnapshot, writeStateSnapshot, type LogMark } from './state-snapshot.js'
 
 export interface IngestStateOptions {

@@ -1,5 +1,5 @@
 import { ShardedExpiringIndex, type IndexPart, type IndexParts } from './expiring-index.js'
-import { SharedRoom } from '../shared-room.js'
+import { SharedRoom } from '../../shared-room.js'
 import { KeyedHash64 } from './string-hash.js'
 
 /**

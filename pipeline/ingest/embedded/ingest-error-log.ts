@@ -1,4 +1,4 @@
-import type { ErrorCode } from '../../schemas/index.js'
+import type { ErrorCode } from '../../../schemas/index.js'
 import { readLegacySegments, removeLegacySegments } from './ingest-error-log-migration.js'
 import { RefusalFile } from './refusal-file.js'
 
