@@ -12,10 +12,14 @@ export { VerifyPool } from './verify/verify-pool.js'
 export type { VerifyPoolOptions } from './verify/verify-pool.js'
 export { IngestPipeline } from './ingest/ingest-pipeline.js'
 export type { IngestPipelineOptions, SignedRequest } from './ingest/ingest-pipeline.js'
+export type {
+  AcceptedSignal, IngestErrorPage, IngestErrorRecord, IngestPorts, NonceClaim, NonceClaimRequest, NonceClaims, RefusalHistory, RevocationBarrier, RevocationScope,
+  SignalCheck, SignalCheckRequest, SignalIndex, SignalReservation,
+} from './ingest/ports.js'
 export { scheduleStateSaves } from './ingest/embedded/state-saves.js'
 export { IngestErrorLog } from './ingest/embedded/ingest-error-log.js'
+export { EmbeddedRefusalHistory } from './ingest/embedded/refusal-history.js'
 export { RetryNotes, type RetryNote } from './ingest/embedded/retry-notes.js'
-export type { IngestErrorRecord, IngestErrorPage } from './ingest/embedded/ingest-error-log.js'
 export { SignalIdHistory } from './ingest/embedded/signal-id-history.js'
 export { decodeSignalRecord, signalDedupId } from './ingest/signal-record.js'
 export type { SignalRecord } from './ingest/signal-record.js'

@@ -12,7 +12,7 @@ import { findSignal, type SignalLookup } from './signal-lookup.js'
 import { accepted, decodeSignalRecord, dedupRecordOf, encodeSignalRecord, signalDedupId, signalRecord, type SignalRecord } from './signal-record.js'
 import type { SignedRequest } from './signed-request.js'
 import type { RetryNote } from './embedded/retry-notes.js'
-import type { DedupRecord } from './embedded/signal-dedup.js'
+import type { AcceptedSignal as DedupRecord } from './ports.js'
 import type { Fingerprint, SignalIdHistory } from './embedded/signal-id-history.js'
 import type { LogMark } from './embedded/state-snapshot.js'
 
@@ -72,7 +72,7 @@ export class IngestPipeline {
 
   constructor(options: IngestPipelineOptions) {
     this.#o = options
-    this.#state = new IngestState({ ...options, settled: () => this.settled() })
+    this.#state = new IngestState({ ...options, retryNotes: undefined, settled: () => this.settled() })
     this.#rates = new RateLimiter({ flagAfterMinutes: options.flagAfterMinutes })
   }
 
