@@ -16,6 +16,7 @@ export type {
   AcceptedSignal, IngestErrorPage, IngestErrorRecord, IngestPorts, NonceClaim, NonceClaimRequest, NonceClaims, RefusalHistory, RevocationBarrier, RevocationScope,
   SignalCheck, SignalCheckRequest, SignalIndex, SignalReservation,
 } from './ingest/ports.js'
+export { composeEmbeddedIngest, type EmbeddedIngest, type EmbeddedIngestOptions } from './ingest/embedded/embedded-ingest.js'
 export { scheduleStateSaves } from './ingest/embedded/state-saves.js'
 export { IngestErrorLog } from './ingest/embedded/ingest-error-log.js'
 export { EmbeddedRefusalHistory } from './ingest/embedded/refusal-history.js'

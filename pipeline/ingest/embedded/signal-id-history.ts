@@ -42,7 +42,7 @@ export interface SignalIdHistoryOptions {
 
 /**
  * Every (source, signal_id) the log accepted, remembered long after the dedup window,
- * so that a signal id reused later is refused (spec 7: `signal_id` unique per source)
+ * so that a signal id reused later is refused (400 invalid_signal_id: a `signal_id` is unique per source)
  * instead of becoming a second signal that consumers must drop. The dedup window
  * compares bodies and answers retries; this only answers "seen before?".
  *
