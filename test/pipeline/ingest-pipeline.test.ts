@@ -286,6 +286,26 @@ t.test("a pending key's deduplicated 202 for a signal another key sent marks it 
   t.equal(registry.key(source.source_id, next.key_id)!.record.state, 'active')
 })
 
+t.test("a pending key's deduplicated 202 that waits for its test mark holds a revocation's acknowledgement until it is answered", async (t) => {
+  const { verifier, pipeline, request, registry, source, store } = await setup(t)
+  const first = request()
+  await passed(verifier, pipeline.process(first))
+  const raw = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
+  const next = await registry.addKey(source.source_id, raw)
+  let open!: () => void
+  store.hold = new Promise<void>((resolve) => (open = resolve))
+  const events: string[] = []
+  const replay = passed(verifier, pipeline.process({ ...first, nonce: 'pending-nonce', nonceClaimed: false, key: registry.key(source.source_id, next.key_id)! }))
+  const answered = replay.then((a) => events.push(`202 deduplicated=${String(a.deduplicated)}`))
+  await new Promise((r) => setTimeout(r, 20))
+  const settled = pipeline.ports.revocations.settled().then(() => events.push('settled'))
+  await new Promise((r) => setTimeout(r, 50))
+  t.same(events, [], 'the barrier waits while the test mark is being written')
+  open()
+  await Promise.all([answered, settled])
+  t.same(events, ['202 deduplicated=true', 'settled'])
+})
+
 /** Runs one request through the gated verifier, which passes it. */
 async function passed<T>(verifier: GatedVerifier, answer: Promise<T>): Promise<T> {
   await settle()
