@@ -1,7 +1,7 @@
 import { join } from 'node:path'
 import type { ApiOptions } from './gateway/api-routes.js'
 import { KvUsageMeter, MemoryReadRateLimiter } from './gateway/reads/index.js'
-import { IngestErrorLog, IngestPipeline, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool } from './pipeline/index.js'
+import { composeEmbeddedIngest, EmbeddedRefusalHistory, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool, type EmbeddedIngest } from './pipeline/index.js'
 import type { ReceiptStore } from './receipts/index.js'
 import type { Rentals } from './rentals/index.js'
 import { NONCE_WINDOW_MS } from './schemas/index.js'
@@ -50,9 +50,20 @@ export async function openGatewayPart(core: ServiceCore, rentals: Rentals, recei
     now: Date.now,
     onWriteError: (err) => logger.warn({ err }, 'retry note not written'),
   })
-  // The pipeline's own dedup index decides before every append and is rebuilt from the
+  // Diagnostics only: never synced per record. Read before ingest starts: the nonces its
+  // refused requests claimed stay spent after the restart.
+  const errors = await steps.time('refused_nonces', () =>
+    EmbeddedRefusalHistory.open(join(dataDir, 'ingest-errors'), {
+      perSource: config.INGEST_ERRORS_PER_SOURCE,
+      maxUnverified: config.INGEST_ERRORS_UNVERIFIED_MAX,
+      nonceSinceMs: Date.now() - NONCE_WINDOW_MS,
+      onWriteError: (err) => logger.warn({ err }, 'ingest error record not written'),
+      onWarning: warn,
+    }),
+  )
+  // The embedded signal index decides before every append and is rebuilt from the
   // journal on start, so the journal keeps no second copy of the window in memory.
-  const pipeline = new IngestPipeline({
+  const ingest: EmbeddedIngest = composeEmbeddedIngest({
     log: signalLog,
     pool,
     registry,
@@ -65,6 +76,7 @@ export async function openGatewayPart(core: ServiceCore, rentals: Rentals, recei
     history,
     stateFile: join(dataDir, 'ingest-state.bin'),
     retryNotes,
+    refusals: errors,
     flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
     rateCeiling,
     onWarning: warn,
@@ -72,21 +84,14 @@ export async function openGatewayPart(core: ServiceCore, rentals: Rentals, recei
     // durability that does not exist); a restart recovers it from the disk.
     onLogFailure: (err) => core.failFatally(err, 'signal log failed; stopping so that a restart recovers it'),
   })
-  // Diagnostics only: never synced per record.
-  const errors = await IngestErrorLog.open(join(dataDir, 'ingest-errors'), {
-    perSource: config.INGEST_ERRORS_PER_SOURCE,
-    maxUnverified: config.INGEST_ERRORS_UNVERIFIED_MAX,
-    onWriteError: (err) => logger.warn({ err }, 'ingest error record not written'),
-    onWarning: warn,
-  })
+  const { pipeline, state } = ingest
   // Rows exported per caller, on the key-value port like every shared counter.
   const usageBucket = await steps.time('usage', () => core.openBucket('usage', KvUsageMeter.bucketLimits))
   const usage = new KvUsageMeter(usageBucket, { onWarning: warn })
-  const refused = await steps.time('refused_nonces', () => errors.load(Date.now() - NONCE_WINDOW_MS))
 
   let sweeper: NodeJS.Timeout | undefined
   let saves: ReturnType<typeof scheduleStateSaves> | undefined
-  let mark: Awaited<ReturnType<IngestPipeline['logMark']>> | undefined
+  let mark: Awaited<ReturnType<typeof state.logMark>> | undefined
   return {
     api: {
       rateCeiling,
@@ -104,33 +109,32 @@ export async function openGatewayPart(core: ServiceCore, rentals: Rentals, recei
       pipeline,
       pool,
       errors,
+      revocations: ingest.ports.revocations,
     },
     async rebuild() {
-      const rebuilt = await steps.time('dedup_and_nonces', () => pipeline.rebuild())
-      for (const n of refused) pipeline.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
-      const retries = await steps.time('retry_notes', () => retryNotes.replay((note) => pipeline.restoreRetry(note)))
+      const recovered = await ingest.recover((step, run) => steps.time(step, run))
       logger.info(
         {
-          from_snapshot: rebuilt.snapshot !== undefined,
-          ...(rebuilt.snapshot && { snapshot_age_s: Math.round((Date.now() - rebuilt.snapshot.writtenAt) / 1000) }),
-          restored_signals: rebuilt.restored,
-          restored_retries: retries,
-          dedup_entries: pipeline.dedupEntries,
-          nonces: pipeline.liveNonces,
+          from_snapshot: recovered.snapshot !== undefined,
+          ...(recovered.snapshot && { snapshot_age_s: Math.round((Date.now() - recovered.snapshot.writtenAt) / 1000) }),
+          restored_signals: recovered.restored,
+          restored_retries: recovered.retries,
+          dedup_entries: recovered.dedupEntries,
+          nonces: recovered.nonces,
           ms: steps.report(),
           journal: await signalLog.info(),
         },
-        rebuilt.snapshot === undefined ? 'state rebuilt from the journal' : 'state taken over from the last saved state, and the journal read after it',
+        recovered.snapshot === undefined ? 'state rebuilt from the journal' : 'state taken over from the last saved state, and the journal read after it',
       )
     },
     run() {
-      sweeper = setInterval(() => pipeline.sweep(), 5_000).unref()
+      sweeper = setInterval(() => state.sweep(), 5_000).unref()
       // Best-effort: without a saved state the next start rebuilds from the journal, only slower.
       if (config.INGEST_STATE_SAVE_S === 0) return
       saves = scheduleStateSaves({
         intervalMs: config.INGEST_STATE_SAVE_S * 1000,
         maxShare: STATE_SAVE_MAX_SHARE,
-        save: () => pipeline.saveState(),
+        save: () => state.saveState(),
         onSaved: (saved, ms) => logger.info({ bytes: saved.bytes, log_seq: saved.mark?.seq, dedup_entries: saved.dedupEntries, nonces: saved.nonces, ms: Math.round(ms) }, 'ingest state saved'),
         onFailed: (err) => logger.warn({ err }, 'ingest state not saved; a start after a crash reads more of the journal'),
       })
@@ -142,7 +146,7 @@ export async function openGatewayPart(core: ServiceCore, rentals: Rentals, recei
       await pool.close()
       // Nothing appends any more: the state to be taken over covers the log up to here.
       if (failed) return
-      mark = await pipeline.logMark().catch((err: unknown) => {
+      mark = await state.logMark().catch((err: unknown) => {
         logger.warn({ err }, 'ingest state not saved: the log end is unreadable')
         return undefined
       })
@@ -157,7 +161,7 @@ export async function openGatewayPart(core: ServiceCore, rentals: Rentals, recei
       if (!logClosed || mark === undefined) return
       const t0 = performance.now()
       try {
-        const saved = await pipeline.saveState(mark)
+        const saved = await state.saveState(mark)
         logger.info({ bytes: saved?.bytes, dedup_entries: saved?.dedupEntries, nonces: saved?.nonces, ms: Math.round(performance.now() - t0) }, 'ingest state saved for the next start')
       } catch (err) {
         logger.warn({ err }, 'ingest state not saved; the next start rebuilds it from the journal')

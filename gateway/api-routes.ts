@@ -1,4 +1,4 @@
-import type { IngestErrorLog, IngestPipeline, VerifyPool } from '../pipeline/index.js'
+import type { IngestPipeline, RefusalHistory, RevocationBarrier, VerifyPool } from '../pipeline/index.js'
 import type { ReceiptStore } from '../receipts/index.js'
 import type { Rentals } from '../rentals/index.js'
 import type { RateCeiling } from '../schemas/index.js'
@@ -36,7 +36,10 @@ export interface ApiOptions {
   readonly reads: Pick<ReadOptions, 'limiter' | 'rates' | 'exportsPerCaller' | 'exportsMax' | 'exportIdleTimeoutMs' | 'meter'>
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
-  readonly errors: IngestErrorLog
+  /** The refused ingest requests each creator lists. */
+  readonly errors: RefusalHistory
+  /** What a revocation or a retirement waits for before it is acknowledged. */
+  readonly revocations: RevocationBarrier
 }
 
 /** What the edge lends the API routes: its body readers, request tracking and per-request state. */
@@ -84,8 +87,8 @@ export function registerApiRoutes(parts: JsonRoutesParts, o: ApiOptions, edge: A
   registerSourceRoutes(parts, edge.baseUrl, o.rateCeiling)
   registerAgentRoutes(parts, edge.baseUrl)
   registerAgentAdminRoutes(parts)
-  registerSourceLifecycleRoutes(parts, edge.baseUrl, o.rateCeiling, () => o.pipeline.settled())
-  registerKeyRoutes(parts, () => o.pipeline.settled())
+  registerSourceLifecycleRoutes(parts, edge.baseUrl, o.rateCeiling, (scope) => o.revocations.settled(scope))
+  registerKeyRoutes(parts, (scope) => o.revocations.settled(scope))
   registerIngestErrorsRoute(parts, o.errors)
   registerRentalRoutes(parts, o.rentals)
   registerScoringRoutes(parts, o.receipts, Date.now)

@@ -1,6 +1,6 @@
 import { hash } from 'node:crypto'
 import type { Logger } from 'pino'
-import type { IngestErrorLog, IngestPipeline, SignedRequest, VerifyPool } from '../pipeline/index.js'
+import type { IngestPipeline, RefusalHistory, SignedRequest, VerifyPool } from '../pipeline/index.js'
 import { isValidSignalId, keyOrClockRefusal, parseIsoUtc, parseStrictJson, unknownKeyRefusal } from '../pipeline/index.js'
 import type { LiveKey, Registry, SourceRecord } from '../registry/index.js'
 import { ApiError } from '../schemas/index.js'
@@ -13,14 +13,14 @@ import { addressKey, addressText, type ClientAddresses } from './client-address.
 import { laneOf, type ProvenAddresses } from './proven-addresses.js'
 import { collectIngestHeaders, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
 
-/** Spec 2.2 and 8. */
+/** A signal's body is at most 16 KB; a larger one is 400 invalid_body. */
 export const MAX_BODY_BYTES = 16 * 1024
 
 export interface IngestEdgeParts {
   readonly registry: Registry
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
-  readonly errors: IngestErrorLog
+  readonly errors: RefusalHistory
   readonly bodies: BodyReader
   readonly logger: Logger
   readonly now: () => number
@@ -125,7 +125,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     const headers = collectIngestHeaders(req)
     const ctx: RefusalContext = { sourceKnown: source !== undefined, sourceId: urlSourceId, keyId: null, signalId: null, nonce: undefined, client }
 
-    // Spec 7 files an oversized body under invalid_body too.
+    // An oversized body is invalid_body too, like one that is not JSON.
     const framing = framingProblem(headers, MAX_BODY_BYTES, { bodyRequired: true })
     if (framing !== undefined) return refuse(reply, ctx, new ApiError('invalid_body', framing.kind === 'too_large' ? 'body is larger than 16 KB' : framing.message), true)
 
@@ -134,7 +134,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     const sourceHeader = checkSourceHeader(headers, urlSourceId)
     if (sourceHeader !== undefined) return refuse(reply, ctx, sourceHeader)
     // Parsed now, while uWS still holds the request; refused only after the body's
-    // source_id, which spec 4.1 ranks with the other two ids, before any auth check.
+    // source_id: the three source ids (URL, header, body) are checked together, before any auth check.
     const auth = parseAuthHeaders(headers)
     // The key id is recorded with a refusal whenever it came well-formed, also when another auth header did not.
     ctx.keyId = auth instanceof ApiError ? sentKeyId(headers) : auth.keyId
@@ -147,7 +147,7 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
     // source's creator: one creator holding bodies back takes at most its share, never
     // everyone's, and the creator's proven addresses have a share apart. A head that fails the key or skew check waits in places of its own
     // (no creator vouches for it), so that its body's source_id is still judged first, as
-    // spec 4.1 orders; past those places it gets the head's refusal at once.
+    // the documented order of checks has it; past those places it gets the head's refusal at once.
     const headCheck = auth instanceof ApiError ? auth : checkKeyAndSkew(registry, source, auth, receivedAtMs)
     const cancelUpload = parts.bodies.read(res, MAX_BODY_BYTES, {
       onTimeout: () => refuse(reply, ctx, new ApiError('invalid_body', 'request body was not received in time'), true),
@@ -257,7 +257,7 @@ function sentKeyId(h: IngestHeaders): string | null {
   return h.keyId.length === 1 && keyId !== undefined && isValidKeyId(keyId) ? keyId : null
 }
 
-/** Spec 5.2: every authentication header present, single and well-formed. */
+/** Every authentication header (key id, timestamp, nonce, signature) present, single and well-formed: else 401 missing_signature. */
 function parseAuthHeaders(h: IngestHeaders): AuthHeaders | ApiError {
   const keyId = single('X-Svc-Key-Id', h.keyId, (v) => (isValidKeyId(v) ? v : undefined))
   if (keyId instanceof ApiError) return keyId

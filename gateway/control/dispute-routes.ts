@@ -9,7 +9,7 @@ import { ownedSource, parseBody } from './access.js'
 /** What the dispute routes need of the ingest pipeline. */
 export interface SignalFinder {
   /** Whether the source accepted the signal id (as far back as the signal-id history reaches). */
-  hasAccepted(sourceId: string, signalId: string): boolean
+  hasAccepted(sourceId: string, signalId: string): Promise<boolean>
   /** The signal's log record, found by the `received_at` of its 202, reading at most `budget.records` records. */
   findAccepted(sourceId: string, signalId: string, receivedAtMs: number, budget: { records: number }): Promise<SignalLookup>
   /** The seq of the signal log's last record. */
@@ -38,7 +38,8 @@ export class LookupTurns {
 }
 
 /**
- * Spec 3.2 and 5.3 (compromise flow step 6): the source's operator disputes signals a
+ * The last step of the compromise flow (revoke the key, register and rotate to a fresh one,
+ * review what was accepted, then dispute): the source's operator disputes signals a
  * leaked key emitted before its revocation; the protocol review (the admin) accepts or
  * rejects the dispute, and an accepted one moves its signals to state `disputed`.
  * Each named signal is found in the log and must have been signed by the named key, so
@@ -91,11 +92,11 @@ export function registerDisputeRoutes(parts: JsonRoutesParts, signals: SignalFin
     })
   }
 
-  // Spec 3.2's state of one signal, for as long as the signal-id history remembers it.
-  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/signals/:signal_id', { access: 'creator' }, ({ principal, params }) => {
+  // The state of one signal (accepted, or disputed once a dispute naming it was accepted), for as long as the signal-id history remembers it.
+  jsonRoute(parts, 'get', '/v1/byo/sources/:source_id/signals/:signal_id', { access: 'creator' }, async ({ principal, params }) => {
     const source = ownedSource(registry, principal, params[0] as string)
     const signalId = params[1] as string
-    if (!signals.hasAccepted(source.source_id, signalId)) throw new ApiError('not_found', 'no such signal for this source (or accepted before what the gateway remembers)')
+    if (!(await signals.hasAccepted(source.source_id, signalId))) throw new ApiError('not_found', 'no such signal for this source (or accepted before what the gateway remembers)')
     const disputeId = registry.disputeOf(source.source_id, signalId) ?? null
     return { status: 200, data: { signal_id: signalId, source_id: source.source_id, state: disputeId === null ? 'accepted' : 'disputed', dispute_id: disputeId } }
   })

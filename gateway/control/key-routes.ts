@@ -1,3 +1,4 @@
+import type { RevocationScope } from '../../pipeline/index.js'
 import { parsePublicKey } from '../../registry/index.js'
 import { ApiError, checkRegisterKey, checkRevokeKey } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
@@ -5,11 +6,12 @@ import { parseQuery } from '../http/query.js'
 import { noBody, ownedSource, parseBody } from './access.js'
 
 /**
- * Spec 3.1 and 5.3: register (pending), promote (after a test signal), revoke.
- * `ingestSettled` resolves once every signal that passed its last key check so far has
- * its answer: a revocation is acknowledged only after it, so no 202 under the key follows.
+ * A source's signing keys: register (pending), promote (after a test signal), revoke.
+ * `ingestSettled` resolves once every signal that passed its last key check so far, on
+ * every gateway, has its answer: a revocation is acknowledged only after it, so no 202
+ * under the key follows.
  */
-export function registerKeyRoutes(parts: JsonRoutesParts, ingestSettled: () => Promise<void>): void {
+export function registerKeyRoutes(parts: JsonRoutesParts, ingestSettled: (scope: RevocationScope) => Promise<void>): void {
   const { registry } = parts
 
   jsonRoute(parts, 'post', '/v1/byo/sources/:source_id/keys', { access: 'creator' }, async ({ principal, params, body }) => {
@@ -45,7 +47,7 @@ export function registerKeyRoutes(parts: JsonRoutesParts, ingestSettled: () => P
     const input = parseBody(checkRevokeKey, body)
     const source = ownedSource(registry, principal, params[0] as string)
     const revoked = await registry.revokeKey(source.source_id, params[1] as string, input.reason ?? null)
-    await ingestSettled()
+    await ingestSettled({ sourceId: source.source_id, keyId: revoked.key_id })
     return { status: 200, data: revoked }
   })
 }

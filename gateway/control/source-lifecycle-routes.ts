@@ -1,3 +1,4 @@
+import type { RevocationScope } from '../../pipeline/index.js'
 import type { SourceRecord } from '../../registry/index.js'
 import { ApiError, checkUpdateSource, type RateCeiling } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
@@ -19,10 +20,15 @@ const LIST_QUERY = {
 /**
  * A source's life after registration: the creator's list of its sources, a new manifest
  * or listing, and retirement. `ingestSettled` resolves once every signal that passed its
- * last check so far has its answer: a retirement is acknowledged only after it, so no
- * 202 for the source follows.
+ * last check so far, on every gateway, has its answer: a retirement is acknowledged only
+ * after it, so no 202 for the source follows.
  */
-export function registerSourceLifecycleRoutes(parts: JsonRoutesParts, baseUrl: () => string, rateCeiling: RateCeiling, ingestSettled: () => Promise<void>): void {
+export function registerSourceLifecycleRoutes(
+  parts: JsonRoutesParts,
+  baseUrl: () => string,
+  rateCeiling: RateCeiling,
+  ingestSettled: (scope: RevocationScope) => Promise<void>,
+): void {
   const { registry } = parts
 
   // Oldest first. A creator sees its own sources only (a creator_id or agent_id of
@@ -58,7 +64,7 @@ export function registerSourceLifecycleRoutes(parts: JsonRoutesParts, baseUrl: (
     noBody(body)
     const source = ownedSource(registry, principal, params[0] as string)
     const retired = await registry.retireSource(source.source_id)
-    await ingestSettled()
+    await ingestSettled({ sourceId: source.source_id })
     return { status: 200, data: sourceView(retired, baseUrl()) }
   })
 }

@@ -6,15 +6,11 @@ import { readRecord } from '../log-reads.js'
 import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js'
 import { isPoolClosed, type VerifyPool } from '../verify/verify-pool.js'
 import { keyOrClockRefusal, retiredSourceRefusal, revokedKeyRefusal } from './key-checks.js'
-import { IngestState, type RebuildReport, type SavedState } from './ingest-state.js'
+import type { AcceptedSignal, IngestPorts, RevocationScope, SignalReservation } from './ports.js'
 import { RateLimiter } from './rate-limiter.js'
 import { findSignal, type SignalLookup } from './signal-lookup.js'
 import { accepted, decodeSignalRecord, dedupRecordOf, encodeSignalRecord, signalDedupId, signalRecord, type SignalRecord } from './signal-record.js'
 import type { SignedRequest } from './signed-request.js'
-import type { RetryNote } from './retry-notes.js'
-import type { DedupRecord } from './signal-dedup.js'
-import type { Fingerprint, SignalIdHistory } from './signal-id-history.js'
-import type { LogMark } from './state-snapshot.js'
 
 export type { SignedRequest } from './signed-request.js'
 
@@ -22,26 +18,13 @@ export interface IngestPipelineOptions {
   readonly log: SignalLog
   readonly pool: VerifyPool
   readonly registry: Registry
+  /** The shared ingest state: nonce claims, the signal index, the revocation barrier. */
+  readonly ports: IngestPorts
   readonly now: () => number
-  /** Spec 5.2: 10 minutes. */
+  /** How long a claimed nonce is held: 10 minutes, which sizes each source's share of a bounded nonce store. */
   readonly nonceWindowMs: number
-  /** Memory bound of the nonce store, all sources together. */
-  readonly maxLiveNonces: number
-  readonly dedupWindowMs: number
-  /** Memory bound of the dedup index, all sources together. */
-  readonly maxDedupEntries: number
   /** Requests waiting for the durable append past which `hasRoom()` says no. */
   readonly appendQueueLimit: number
-  /** Signal ids the log holds, remembered past the dedup window. */
-  readonly history: SignalIdHistory
-  /**
-   * Where the nonce and dedup state is saved (`saveState`: now and then while running, and
-   * at a clean shutdown) and taken over by the next start (state-snapshot.ts); without it
-   * every start rebuilds from the log.
-   */
-  readonly stateFile?: string
-  /** Where a deduplicated retry's nonce and newly bound Idempotency-Key are kept, which the log does not hold. */
-  readonly retryNotes?: { record(note: RetryNote): void }
   readonly flagAfterMinutes: number
   /** The operator's bound on every source's max_rate, also for sources registered under a higher one. */
   readonly rateCeiling: RateCeiling
@@ -52,28 +35,36 @@ export interface IngestPipelineOptions {
 }
 
 /**
- * Everything after the edge, in the order of spec 4.1: signature, nonce, signal_id
- * dedup, field validation, rate limit, durable append. The edge has already matched
- * the three source ids (URL, header, body), checked the auth headers, the key's state
- * and the request skew, and reserved a verification slot.
+ * Everything after the edge, in the documented order of checks: signature, request
+ * timestamp and nonce, signal_id dedup, field validation, rate limit, durable append.
+ * The edge has already matched the three source ids (URL, header, body), checked the
+ * auth headers, the key's state and the request skew, and reserved a verification slot.
+ *
+ * The state shared with other gateways is asked through the ports (ports.ts), each
+ * request on its own: a request awaiting a claim or a check holds up no other.
  */
 export class IngestPipeline {
   readonly #o: IngestPipelineOptions
-  /** The nonce store and the dedup index, and how they outlive the process. */
-  readonly #state: IngestState
+  readonly #ports: IngestPorts
   readonly #rates: RateLimiter
   /** Requests between their last key check and their answer. */
-  readonly #pastLastCheck = new Set<Promise<AcceptedBody>>()
+  #appending = 0
   /**
-   * Highest seq the log gave an append, or held at `rebuild`: read on every /metrics
+   * Highest seq the log gave an append, or held at `start`: read on every /metrics
    * scrape, which must not wait for the log (its info is a request in the cluster).
    */
   #logLastSeq = 0
 
   constructor(options: IngestPipelineOptions) {
     this.#o = options
-    this.#state = new IngestState({ ...options, settled: () => this.settled() })
+    this.#ports = options.ports
     this.#rates = new RateLimiter({ flagAfterMinutes: options.flagAfterMinutes })
+  }
+
+  /** Reads the log's end once before the first request, for `logLastSeq` until the first append. */
+  async start(): Promise<void> {
+    const { lastSeq } = await this.#o.log.info()
+    if (lastSeq > this.#logLastSeq) this.#logLastSeq = lastSeq
   }
 
   /**
@@ -82,20 +73,20 @@ export class IngestPipeline {
    * so a stalled disk sheds new work instead of holding a body per connection.
    */
   hasRoom(): boolean {
-    return this.#pastLastCheck.size < this.#o.appendQueueLimit
+    return this.#appending < this.#o.appendQueueLimit
   }
 
   /** Requests past their last key check, waiting for the durable append or their answer. */
   get appending(): number {
-    return this.#pastLastCheck.size
+    return this.#appending
   }
 
   get liveNonces(): number {
-    return this.#state.nonces.size
+    return this.#ports.nonces.size
   }
 
   get dedupEntries(): number {
-    return this.#state.dedup.size
+    return this.#ports.signals.size
   }
 
   /** Sequence of the last record in the signal log, as this process knows it. */
@@ -123,7 +114,7 @@ export class IngestPipeline {
     // The source's max_rate under the operator's ceiling: sizes its share of the nonce
     // store (the rate step reads it again, as it is then).
     const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
-    const nonceRoom = this.#claimNonce(req, now, maxRate)
+    const nonceRoom = await this.#claimNonce(req, now, maxRate)
 
     if (!req.json.ok) throw new ApiError('invalid_body', `body is not valid JSON: ${req.json.reason}`)
     const value = req.json.value
@@ -146,9 +137,15 @@ export class IngestPipeline {
    * retry of an accepted signal still gets its deduplicated 202 and a bad body its 400
    * (answers a replay cannot turn into a second signal, so they need no nonce).
    */
-  #claimNonce(req: SignedRequest, now: number, maxRate: Manifest['max_rate']): boolean {
+  async #claimNonce(req: SignedRequest, now: number, maxRate: Manifest['max_rate']): Promise<boolean> {
     const { source, key } = req
-    const claim = this.#state.nonces.claim(source.source_id, key.record.key_id, req.nonce, now, nonceCap(maxRate, this.#o.nonceWindowMs))
+    const claim = await this.#ports.nonces.claim({
+      sourceId: source.source_id,
+      keyId: key.record.key_id,
+      nonce: req.nonce,
+      now,
+      sourceCap: nonceCap(maxRate, this.#o.nonceWindowMs),
+    })
     switch (claim) {
       case 'claimed':
         req.nonceClaimed = true
@@ -166,7 +163,16 @@ export class IngestPipeline {
   async #deduplicated(req: SignedRequest, signalId: string, nonceRoom: boolean): Promise<AcceptedBody> {
     const sourceId = req.source.source_id
     for (;;) {
-      const found = this.#state.dedup.lookup(sourceId, signalId, req.idempotencyKey, req.bodySha256, this.#o.now())
+      const found = await this.#ports.signals.check({
+        sourceId,
+        signalId,
+        idempotencyKey: req.idempotencyKey,
+        bodySha256: req.bodySha256,
+        now: this.#o.now(),
+        keyId: req.key.record.key_id,
+        claimedNonce: req.nonceClaimed ? req.nonce : undefined,
+        receivedAtMs: req.receivedAtMs,
+      })
       switch (found.kind) {
         case 'in_flight':
           await found.settled
@@ -174,38 +180,40 @@ export class IngestPipeline {
           assertStillTaken(this.#o.registry, req)
           continue
         case 'replay':
-          if (found.unboundKey !== undefined) this.#bindKey(sourceId, found.unboundKey, found.record)
-          this.#noteRetry(req, found.record, found.unboundKey)
-          if (awaitsTest(req.key)) await this.#markTested(req)
-          return accepted(sourceId, found.record, true, this.#o.registry.disputeOf(sourceId, found.record.signalId) !== undefined)
+          return this.#replayed(req, found.signal)
         case 'conflict':
           throw new ApiError('idempotency_conflict', 'this signal_id or Idempotency-Key was already used with a different body')
-        case 'new': {
-          // Past the dedup window no body is left to compare: a signal id seen before is
-          // refused, not accepted as a second signal under the same id.
-          const dedupId = signalDedupId(sourceId, signalId)
-          const fingerprint = this.#o.history.fingerprint(dedupId)
-          if (this.#o.history.has(fingerprint)) {
-            throw new ApiError('invalid_signal_id', 'signal_id was already used by this source (signal ids are unique per source)')
-          }
-          const release = this.#state.dedup.reserve(sourceId, signalId, req.idempotencyKey)
+        case 'reused':
+          throw new ApiError('invalid_signal_id', 'signal_id was already used by this source (signal ids are unique per source)')
+        case 'no_room':
+          throw noRoomRefusal(found.room)
+        case 'new':
           try {
-            return await this.#admit(req, signalId, dedupId, fingerprint, nonceRoom)
+            return await this.#admit(req, signalId, found.reservation, nonceRoom)
           } finally {
-            release()
+            found.reservation.release()
           }
-        }
       }
     }
   }
 
-  async #admit(
-    req: SignedRequest,
-    signalId: string,
-    dedupId: string,
-    fingerprint: Fingerprint,
-    nonceRoom: boolean,
-  ): Promise<AcceptedBody> {
+  /**
+   * The 202 of a retry, for the signal the index holds. Its last look at the key comes
+   * after the check (which another backend answers over the network). A pending key's
+   * answer waits for its test mark, so it holds the revocation barrier until then, like
+   * an append; any other is answered in the turn of that look, with nothing to hold.
+   */
+  #replayed(req: SignedRequest, signal: AcceptedSignal): AcceptedBody | Promise<AcceptedBody> {
+    assertStillTaken(this.#o.registry, req)
+    const sourceId = req.source.source_id
+    const body = () => accepted(sourceId, signal, true, this.#o.registry.disputeOf(sourceId, signal.signalId) !== undefined)
+    if (!awaitsTest(req.key)) return body()
+    const answer = this.#markTested(req).then(body)
+    this.#ports.revocations.hold(scopeOf(req), answer)
+    return answer
+  }
+
+  async #admit(req: SignedRequest, signalId: string, reservation: SignalReservation, nonceRoom: boolean): Promise<AcceptedBody> {
     const { key } = req
     // Read as it is now: a manifest changed while this request was verified applies to it.
     const source = sourceNow(this.#o.registry, req)
@@ -236,36 +244,32 @@ export class IngestPipeline {
     // The token buys a stored signal: a request refused short of one gives it back.
     const stored = { yes: false }
     try {
-      const releaseRoom = this.#dedupRoom(req, signalId)
-      try {
-        return await this.#append(req, record, dedupId, fingerprint, stored)
-      } finally {
-        releaseRoom()
-      }
+      // A signal the index has no room to remember is refused, not accepted unguarded.
+      const room = await reservation.takeRoom(this.#o.now())
+      if (room !== 'ok') throw noRoomRefusal(room)
+      return await this.#append(req, record, reservation, stored)
     } catch (err) {
       if (!stored.yes) this.#rates.refund(source.source_id)
       throw err
     }
   }
 
-  /** Appends the signal, then remembers it for dedup and in the signal-id history. */
-  #append(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint, stored: { yes: boolean }): Promise<AcceptedBody> {
+  /** Appends the signal, then has the index remember it. */
+  #append(req: SignedRequest, record: SignalRecord, reservation: SignalReservation, stored: { yes: boolean }): Promise<AcceptedBody> {
     // Last look before the append: a revocation or retirement made by now wins. One made
-    // after it waits for this request (settled()) before it is acknowledged.
+    // after it waits for this request (the revocation barrier) before it is acknowledged.
     assertStillTaken(this.#o.registry, req)
-    const done = this.#appendChecked(req, record, dedupId, fingerprint, stored)
-    this.#pastLastCheck.add(done)
-    const forget = () => void this.#pastLastCheck.delete(done)
+    const done = this.#appendChecked(req, record, reservation, stored)
+    this.#ports.revocations.hold(scopeOf(req), done)
+    this.#appending++
+    const forget = () => void this.#appending--
     done.then(forget, forget)
     return done
   }
 
-  /**
-   * Whether the source accepted `signalId`, as far back as the signal-id history reaches
-   * (`SIGNAL_ID_HISTORY_MAX` newest ids).
-   */
-  hasAccepted(sourceId: string, signalId: string): boolean {
-    return this.#o.history.has(this.#o.history.fingerprint(signalDedupId(sourceId, signalId)))
+  /** Whether the source accepted `signalId`, as far back as the signal index's history reaches. */
+  hasAccepted(sourceId: string, signalId: string): Promise<boolean> {
+    return this.#ports.signals.hasAccepted(sourceId, signalId)
   }
 
   /** The seq of the log's last record, asked of the log itself (what its consumers may have been handed). */
@@ -278,22 +282,11 @@ export class IngestPipeline {
     return findSignal(this.#o.log, sourceId, signalId, receivedAtMs, maxLagMs, budget)
   }
 
-  /**
-   * Resolves once every request that passed its last key check so far has its answer:
-   * a revocation acknowledged after this is followed by no 202 under the key.
-   */
-  async settled(): Promise<void> {
-    await Promise.allSettled([...this.#pastLastCheck])
-    // The answers follow their appends in promise callbacks, with no I/O between (a pending
-    // key's test mark aside, whose signal is never delivered): one turn of the loop sees them sent.
-    await new Promise((resolve) => setImmediate(resolve))
-  }
-
-  async #appendChecked(req: SignedRequest, record: SignalRecord, dedupId: string, fingerprint: Fingerprint, stored: { yes: boolean }): Promise<AcceptedBody> {
+  async #appendChecked(req: SignedRequest, record: SignalRecord, reservation: SignalReservation, stored: { yes: boolean }): Promise<AcceptedBody> {
     const { source, key } = req
     // The source rides with the record (JetStream: its subject), for consumers that filter on it.
-    const appended = await this.#o.log.append(dedupId, encodeSignalRecord(record), { sourceId: source.source_id }).catch((err: unknown) => {
-      this.#state.appendRefused()
+    const appended = await this.#o.log.append(signalDedupId(source.source_id, record.signal_id), encodeSignalRecord(record), { sourceId: source.source_id }).catch((err: unknown) => {
+      reservation.appendRefused()
       // Nothing was promised yet, so the client may retry: the journal refuses appends after
       // a failed write until it is reopened (a restart rebuilds from what reached disk).
       if (isLogError(err, 'log_io') || isLogError(err, 'log_corrupt')) this.#o.onLogFailure(err as Error)
@@ -301,11 +294,10 @@ export class IngestPipeline {
     })
     stored.yes = !appended.duplicate
     if (appended.seq > this.#logLastSeq) this.#logLastSeq = appended.seq
-    if (!appended.duplicate) this.#o.history.add(fingerprint, appended.seq)
     const remembered = appended.duplicate
       ? await this.#original(appended.seq)
       : { bodySha256: req.bodySha256, signalId: record.signal_id, receivedAtMs: req.receivedAtMs, test: record.test }
-    this.#state.dedup.remember(source.source_id, req.idempotencyKey, remembered, this.#o.now())
+    await reservation.accepted(remembered, appended, this.#o.now())
     if (appended.duplicate && remembered.bodySha256 !== req.bodySha256) {
       throw new ApiError('idempotency_conflict', 'this signal_id was already used with a different body')
     }
@@ -313,50 +305,11 @@ export class IngestPipeline {
     return accepted(source.source_id, remembered, appended.duplicate, appended.duplicate && this.#o.registry.disputeOf(source.source_id, record.signal_id) !== undefined)
   }
 
-  /** What the retry changed that the log does not hold: its nonce, a key it bound. */
-  #noteRetry(req: SignedRequest, record: DedupRecord, boundKey: string | undefined): void {
-    if (this.#o.retryNotes === undefined || (!req.nonceClaimed && boundKey === undefined)) return
-    this.#o.retryNotes.record({
-      source_id: req.source.source_id,
-      key_id: req.key.record.key_id,
-      time: req.receivedAtMs,
-      ...(req.nonceClaimed ? { nonce: req.nonce } : {}),
-      ...(boundKey === undefined
-        ? {}
-        : { bound: { key: boundKey, signal_id: record.signalId, body_sha256: record.bodySha256, received_at_ms: record.receivedAtMs, test: record.test } }),
-    })
-  }
-
-  /** The Idempotency-Key a replay brought, bound to its signal; refused like a new signal when there is no room for it. */
-  #bindKey(sourceId: string, idempotencyKey: string, record: DedupRecord): void {
-    const release = this.#roomFor(sourceId, idempotencyKey, undefined)
-    this.#state.dedup.bindKey(sourceId, idempotencyKey, record)
-    release()
-  }
-
-  /** A signal the dedup index has no room to remember is refused, not accepted unguarded. */
-  #dedupRoom(req: SignedRequest, signalId: string): () => void {
-    return this.#roomFor(req.source.source_id, signalId, req.idempotencyKey)
-  }
-
-  #roomFor(sourceId: string, signalId: string, idempotencyKey: string | undefined): () => void {
-    const room = this.#state.dedup.takeRoom(sourceId, signalId, idempotencyKey, this.#o.now())
-    switch (room) {
-      case 'source_full':
-        // Reached only by a source near its max_rate all window long with an Idempotency-Key unlike each signal_id.
-        throw new ApiError('rate_limited', 'too many signals of this source in the dedup window', { retryAfter: 60 })
-      case 'store_full':
-        throw new ApiError('overloaded', 'the gateway is holding too many recent signals; retry', { retryAfter: 5 })
-      default:
-        return room
-    }
-  }
-
   /**
    * The log held this dedup id though the index did not: possible only with a log
    * shared by several gateways (JetStream). The log's first record decides.
    */
-  async #original(seq: number): Promise<DedupRecord> {
+  async #original(seq: number): Promise<AcceptedSignal> {
     const original = await readRecord(this.#o.log, seq)
     if (original === undefined) {
       throw new ApiError('internal_error', `the log reported seq ${seq} as the original but cannot read it`)
@@ -366,49 +319,29 @@ export class IngestPipeline {
   }
 
   /**
-   * Spec 3.1: an accepted test signal lets the key be promoted. Any 202 to a pending
-   * key's request counts, a deduplicated one included: the key signed a valid request
-   * for a signal the log holds, which is what the test is for (during a rotation the
-   * new key's first push is often a signal the old key already sent). Best-effort once
-   * the signal is durable: the 202 stands even if the registry write fails, and a retry
-   * marks the key again.
+   * An accepted test signal lets a pending key be promoted. Any 202 to a pending key's
+   * request counts, a deduplicated one included: the key signed a valid request for a
+   * signal the log holds, which is what the test is for (during a rotation the new key's
+   * first push is often a signal the old key already sent). Best-effort once the signal
+   * is durable: the 202 stands even if the registry write fails, and a retry marks the
+   * key again.
    */
   async #markTested(req: SignedRequest): Promise<void> {
     const { key, source } = req
     await this.#o.registry.markTested(source.source_id, key.record.key_id).catch((err: unknown) => this.#o.onWarning('could not mark the key tested', err))
   }
+}
 
-  /** Rebuilds the nonce and dedup state after a restart (IngestState.rebuild). */
-  async rebuild(): Promise<RebuildReport> {
-    const { lastSeq } = await this.#o.log.info()
-    if (lastSeq > this.#logLastSeq) this.#logLastSeq = lastSeq
-    return this.#state.rebuild()
-  }
+/** A bounded signal index without room for the entries a signal or a bound key would take. */
+function noRoomRefusal(room: 'source_full' | 'store_full'): ApiError {
+  // source_full is reached only by a source near its max_rate all window long with an Idempotency-Key unlike each signal_id.
+  return room === 'source_full'
+    ? new ApiError('rate_limited', 'too many signals of this source in the dedup window', { retryAfter: 60 })
+    : new ApiError('overloaded', 'the gateway is holding too many recent signals; retry', { retryAfter: 5 })
+}
 
-  /** Writes the nonce and dedup state for the next start (IngestState.saveState). */
-  saveState(mark?: LogMark | null): Promise<SavedState | undefined> {
-    return this.#state.saveState(mark)
-  }
-
-  /** The log's last record (or the one at `seq`): a state saved now covers it. */
-  logMark(seq?: number): Promise<LogMark | null> {
-    return this.#state.logMark(seq)
-  }
-
-  /** Re-claims a nonce that a refused request used before a restart. */
-  restoreNonce(sourceId: string, keyId: string, nonce: string, claimedAt: number): void {
-    this.#state.restoreNonce(sourceId, keyId, nonce, claimedAt)
-  }
-
-  /** Takes back what a retry noted before a restart (IngestState.restoreRetry). */
-  restoreRetry(note: RetryNote): void {
-    this.#state.restoreRetry(note)
-  }
-
-  /** Drops expired nonces and dedup entries; called from a slow timer. */
-  sweep(): void {
-    this.#state.sweep()
-  }
+function scopeOf(req: SignedRequest): RevocationScope {
+  return { sourceId: req.source.source_id, keyId: req.key.record.key_id }
 }
 
 /** A pending key not yet tested. Checked before calling #markTested, so that an accept by any other key costs no async call. */

@@ -7,12 +7,12 @@ import type { LiveKey, SourceRecord } from '../../registry/index.js'
  * and the clock may pass the 300 s skew, while a request waits for a worker.
  */
 
-/** Spec 3.1: a revoked key signs nothing, from the moment it is revoked. */
+/** A revoked key signs nothing, from the moment it is revoked (revocation is forward-only and immediate). */
 export function revokedKeyRefusal(key: LiveKey): ApiError | undefined {
   return key.record.state === 'revoked' ? new ApiError('revoked_key', 'the signing key is revoked') : undefined
 }
 
-/** The key not revoked, then spec 5.2's request timestamp within 300 s of `nowMs` either way. */
+/** The key not revoked, then the request timestamp (X-Svc-Timestamp) within 300 s of `nowMs` either way. */
 export function keyOrClockRefusal(key: LiveKey, requestTimeMs: number, nowMs: number): ApiError | undefined {
   const revoked = revokedKeyRefusal(key)
   if (revoked !== undefined) return revoked

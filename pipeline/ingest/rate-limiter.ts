@@ -14,10 +14,10 @@ const RUN_GAP_MS = 60_000
 export type RateDecision = { readonly ok: true } | { readonly ok: false; readonly retryAfterS: number; readonly sustained: boolean }
 
 /**
- * The manifest's `max_rate` as a token bucket per source (DESIGN.md section 4): `rate`
+ * The manifest's `max_rate` as a token bucket per source (`{ rate, per, burst }`, 429 over it): `rate`
  * tokens per `per`, holding at most `burst` (default `rate`). A refusal tells the
  * client when one token will be back (RFC 6585 Retry-After). Refusals that go on for
- * `flagAfterMinutes`, never a minute apart, are sustained over-rate (spec 8): a burst
+ * `flagAfterMinutes`, never a minute apart, are sustained over-rate, which flags the source for review: a burst
  * of seconds is not, however many minutes' boundaries it straddles, nor is a client
  * that waits out each Retry-After of a slow rate.
  */

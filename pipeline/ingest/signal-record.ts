@@ -1,5 +1,5 @@
 import type { AcceptedBody } from '../../schemas/index.js'
-import type { DedupRecord } from './signal-dedup.js'
+import type { AcceptedSignal } from './ports.js'
 import type { SignedRequest } from './signed-request.js'
 
 /**
@@ -38,8 +38,8 @@ export const encodeSignalRecord = (record: SignalRecord): Uint8Array => Buffer.f
 export const decodeSignalRecord = (data: Uint8Array): SignalRecord =>
   JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as SignalRecord
 
-/** What the dedup index keeps of a logged signal. */
-export const dedupRecordOf = (r: SignalRecord): DedupRecord => ({
+/** What the signal index keeps of a logged signal. */
+export const dedupRecordOf = (r: SignalRecord): AcceptedSignal => ({
   bodySha256: r.body_sha256,
   signalId: r.signal_id,
   receivedAtMs: Date.parse(r.received_at),
@@ -76,14 +76,14 @@ export function signalRecord(
 }
 
 /**
- * The 202 body (spec 2.3). A replay answers for the original (DESIGN.md section 4: same
- * body, 202 with the original `received_at`), and so carries the original's `"test":
- * true` whatever key resent it: a test is recorded and never delivered, and the client
- * is told so rather than refused. `"disputed": true` says that an accepted dispute has
- * since moved the signal to state disputed (spec 3.2); `status` stays the spec's
- * `accepted`, the outcome of this request.
+ * The 202 body: `ok`, `signal_id`, `source_id`, `status` and `received_at`. A replay
+ * answers for the original (a retry with the same body gets a 202 with the original
+ * `received_at`), and so carries the original's `"test": true` whatever key resent it: a
+ * test is recorded and never delivered, and the client is told so rather than refused.
+ * `"disputed": true` says that an accepted dispute has since moved the signal to state
+ * disputed; `status` stays `accepted`, the outcome of this request.
  */
-export function accepted(sourceId: string, record: DedupRecord, deduplicated: boolean, disputed: boolean): AcceptedBody {
+export function accepted(sourceId: string, record: AcceptedSignal, deduplicated: boolean, disputed: boolean): AcceptedBody {
   return {
     ok: true,
     signal_id: record.signalId,

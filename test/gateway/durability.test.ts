@@ -3,7 +3,7 @@ import { join } from 'node:path'
 import t from 'tap'
 import { openJournal } from '../../pipeline/index.js'
 import { decodeSignalRecord } from '../../pipeline/index.js'
-import { readStateSnapshot } from '../../pipeline/ingest/state-snapshot.js'
+import { readStateSnapshot } from '../../pipeline/ingest/embedded/state-snapshot.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 
@@ -139,7 +139,7 @@ t.test('after SIGTERM the next start takes over the saved state: retries are ded
   t.ok(first.output.some((l) => l.includes('"ingest state saved for the next start"')), 'the state was saved on the way out')
   t.ok((await stat(join(first.dataDir, 'ingest-state.bin'))).size > 0)
   // The windows the service gave its stores, as the state records them: nonces for 10
-  // minutes (spec 5.2), signal ids and Idempotency-Keys for DEDUP_WINDOW_S.
+  // minutes (a replay within them is refused), signal ids and Idempotency-Keys for DEDUP_WINDOW_S.
   const saved = await readStateSnapshot(join(first.dataDir, 'ingest-state.bin'))
   t.equal(saved?.nonceWindowMs, 600_000, 'nonces are kept 10 minutes')
   t.equal(saved?.dedupWindowMs, 1_500_000, 'dedup entries are kept DEDUP_WINDOW_S')

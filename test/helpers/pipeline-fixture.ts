@@ -2,7 +2,7 @@ import { createHash, generateKeyPairSync } from 'node:crypto'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { IngestPipeline, openJournal, SignalIdHistory, type IngestPipelineOptions, type SignedRequest, type VerifyPool } from '../../pipeline/index.js'
+import { composeEmbeddedIngest, openJournal, SignalIdHistory, type EmbeddedIngestOptions, type SignedRequest, type VerifyPool } from '../../pipeline/index.js'
 import { openRegistry, registryBucket } from './registry-bucket.js'
 import { MANIFEST, payload } from './api.js'
 
@@ -35,8 +35,10 @@ export async function pipelineSetup(t: { teardown(fn: () => unknown): void }) {
   await registry.promoteKey(source.source_id, keyRecord.key_id)
   const verifier = new GatedVerifier()
   const warnings: string[] = []
-  const makePipeline = (overrides: Partial<IngestPipelineOptions> = {}) =>
-    new IngestPipeline({
+  // The pipeline as the gateway composes it, with the embedded state behind its ports
+  // (`state`: rebuild, saves) and the ports themselves (`ports`) at hand for the tests.
+  const makePipeline = (overrides: Partial<EmbeddedIngestOptions> = {}) => {
+    const ingest = composeEmbeddedIngest({
       log,
       pool: verifier as unknown as VerifyPool,
       registry,
@@ -53,6 +55,8 @@ export async function pipelineSetup(t: { teardown(fn: () => unknown): void }) {
       onWarning: (m) => warnings.push(m),
       ...overrides,
     })
+    return Object.assign(ingest.pipeline, { state: ingest.state, ports: ingest.ports })
+  }
   const pipeline = makePipeline()
   const request = (overrides: Partial<SignedRequest> = {}): SignedRequest => {
     const body = Buffer.from(JSON.stringify(payload(source.source_id)))

@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { ExpiringIndex, ShardedExpiringIndex } from '../../pipeline/ingest/expiring-index.js'
+import { ExpiringIndex, ShardedExpiringIndex } from '../../pipeline/ingest/embedded/expiring-index.js'
 
 type Op = { kind: 'insert'; key: number; ttl: number } | { kind: 'tick'; by: number }
 

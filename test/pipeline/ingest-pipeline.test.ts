@@ -2,7 +2,7 @@ import { createHash, generateKeyPairSync } from 'node:crypto'
 import { readFile, stat, writeFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import type { IngestPipelineOptions, SignedRequest, VerifyPool } from '../../pipeline/index.js'
+import type { EmbeddedIngestOptions, SignedRequest, VerifyPool } from '../../pipeline/index.js'
 import { payload } from '../helpers/api.js'
 import { GatedVerifier, pipelineSetup } from '../helpers/pipeline-fixture.js'
 
@@ -141,7 +141,7 @@ t.test('after a restart the rebuilt state still deduplicates and still refuses t
   const accepted = await first
   const rebuilt = makePipeline()
 
-  t.equal((await rebuilt.rebuild()).restored, 1)
+  t.equal((await rebuilt.state.rebuild()).restored, 1)
   const replay = rebuilt.process({ ...req, nonceClaimed: false })
   await settle()
   verifier.gates.shift()!(true)
@@ -208,7 +208,7 @@ t.test('after a restart an Idempotency-Key of an accepted signal still conflicts
   verifier.gates.shift()!(true)
   await first
   const rebuilt = makePipeline()
-  t.equal((await rebuilt.rebuild()).restored, 1)
+  t.equal((await rebuilt.state.rebuild()).restored, 1)
   const body = Buffer.from(JSON.stringify(payload(source.source_id)))
   const other = rebuilt.process(
     request({ idempotencyKey: 'idem_restart_1', body, bodySha256: createHash('sha256').update(body).digest('hex'), json: { ok: true, value: JSON.parse(body.toString()) } }),
@@ -286,6 +286,26 @@ t.test("a pending key's deduplicated 202 for a signal another key sent marks it 
   t.equal(registry.key(source.source_id, next.key_id)!.record.state, 'active')
 })
 
+t.test("a pending key's deduplicated 202 that waits for its test mark holds a revocation's acknowledgement until it is answered", async (t) => {
+  const { verifier, pipeline, request, registry, source, store } = await setup(t)
+  const first = request()
+  await passed(verifier, pipeline.process(first))
+  const raw = generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32)
+  const next = await registry.addKey(source.source_id, raw)
+  let open!: () => void
+  store.hold = new Promise<void>((resolve) => (open = resolve))
+  const events: string[] = []
+  const replay = passed(verifier, pipeline.process({ ...first, nonce: 'pending-nonce', nonceClaimed: false, key: registry.key(source.source_id, next.key_id)! }))
+  const answered = replay.then((a) => events.push(`202 deduplicated=${String(a.deduplicated)}`))
+  await new Promise((r) => setTimeout(r, 20))
+  const settled = pipeline.ports.revocations.settled().then(() => events.push('settled'))
+  await new Promise((r) => setTimeout(r, 50))
+  t.same(events, [], 'the barrier waits while the test mark is being written')
+  open()
+  await Promise.all([answered, settled])
+  t.same(events, ['202 deduplicated=true', 'settled'])
+})
+
 /** Runs one request through the gated verifier, which passes it. */
 async function passed<T>(verifier: GatedVerifier, answer: Promise<T>): Promise<T> {
   await settle()
@@ -320,7 +340,7 @@ t.test('a revocation made while a request is being appended is acknowledged only
   const inFlight = passed(verifier, pipeline.process(request())).then((a) => events.push(`202 test=${String(a.test === true)}`))
   await settle()
   t.ok(release, 'the request is past its last key check and appending')
-  const revoked = registry.revokeKey(source.source_id, keyRecord.key_id).then(() => pipeline.settled()).then(() => events.push('revoke acknowledged'))
+  const revoked = registry.revokeKey(source.source_id, keyRecord.key_id).then(() => pipeline.ports.revocations.settled()).then(() => events.push('revoke acknowledged'))
   await new Promise((r) => setTimeout(r, 50))
   t.same(events, [], 'the revocation waits for the request')
   const after = passed(verifier, pipeline.process(request()))
@@ -412,20 +432,20 @@ async function savedState(t: Test) {
   const accepted = await passed(ctx.verifier, pipeline.process(a))
   const refused = withSeverity(ctx.request(), 'nope')
   await t.rejects(passed(ctx.verifier, pipeline.process(refused)), { code: 'invalid_severity' })
-  const mark = await pipeline.logMark()
+  const mark = await pipeline.state.logMark()
   t.same(mark && { seq: mark.seq, dedupId: mark.dedupId }, { seq: 1, dedupId: `${ctx.source.source_id}/${(a.json as { value: { signal_id: string } }).value.signal_id}` })
   return { ...ctx, stateFile, pipeline, a, accepted, refused, mark: mark! }
 }
 
 t.test('after a clean shutdown the next start takes the saved state over and reads from the log only what came after it', async (t) => {
   const { verifier, makePipeline, request, stateFile, pipeline, a, accepted, refused, mark } = await savedState(t)
-  t.ok(((await pipeline.saveState(mark))?.bytes ?? 0) > 0)
+  t.ok(((await pipeline.state.saveState(mark))?.bytes ?? 0) > 0)
   // A record the log took after the mark (possible only if the state was saved and the process then went on).
   const b = request()
   await passed(verifier, pipeline.process(b))
 
   const next = makePipeline({ stateFile })
-  const report = await next.rebuild()
+  const report = await next.state.rebuild()
   t.ok(report.snapshot, 'the state came from the snapshot')
   t.equal(report.restored, 1, 'only the record after the mark was read from the log')
   await t.rejects(passed(verifier, next.process({ ...refused, nonceClaimed: false })), { code: 'replayed_nonce' }, 'the nonce of a refused request, which the log never saw, is still spent')
@@ -439,7 +459,7 @@ t.test('after a clean shutdown the next start takes the saved state over and rea
   const c = request()
   await passed(verifier, next.process(c))
   const third = makePipeline({ stateFile })
-  const again = await third.rebuild()
+  const again = await third.state.rebuild()
   t.ok(again.snapshot, 'the same saved state is taken over again')
   t.equal(again.restored, 2, 'and the records after its mark read from the log')
   for (const [r, nonce] of [[a, 'n-3a'], [b, 'n-3b'], [c, 'n-3c']] as const) {
@@ -463,7 +483,7 @@ t.test('a save while running waits for the appends the log already counts, so it
   const a = request()
   const accepting = passed(verifier, pipeline.process(a))
   while ((await log.info()).lastSeq === 0) await new Promise((r) => setImmediate(r))
-  const saving = pipeline.saveState()
+  const saving = pipeline.state.saveState()
   const first = await Promise.race([saving.then(() => 'saved'), new Promise((r) => setTimeout(() => r('waiting'), 200))])
   t.equal(first, 'waiting', 'the save waits for the append the log already counts')
   open()
@@ -471,25 +491,25 @@ t.test('a save while running waits for the appends the log already counts, so it
   const saved = await saving
   t.equal(saved?.mark?.seq, 1, 'the save covers the record that was being appended')
   t.equal(saved?.dedupEntries, 1, 'and holds its dedup entry')
-  t.equal(await pipeline.saveState(), undefined, 'a second save with nothing new is skipped')
+  t.equal(await pipeline.state.saveState(), undefined, 'a second save with nothing new is skipped')
 
   const next = makePipeline({ stateFile })
-  const report = await next.rebuild()
+  const report = await next.state.rebuild()
   t.equal(report.restored, 0, 'nothing after the mark')
   const retry = await passed(verifier, next.process({ ...a, nonce: 'n-retry', nonceClaimed: false }))
   t.equal(retry.deduplicated, true, 'the retry is deduplicated from the saved state alone')
   t.equal(retry.received_at, accepted.received_at)
-  t.equal(await next.saveState(), undefined, 'a start that took a state over saves again only once the log has more')
+  t.equal(await next.state.saveState(), undefined, 'a start that took a state over saves again only once the log has more')
 })
 
 t.test('a saved state is not used when the log does not hold its last record, when the windows changed, or when it is damaged: the log rebuilds it, with a warning', async (t) => {
-  const cases: Array<[string, (ctx: Awaited<ReturnType<typeof savedState>>) => Promise<Partial<IngestPipelineOptions>>]> = [
-    ['the log does not hold its last record', async (ctx) => (await ctx.pipeline.saveState({ ...ctx.mark, dedupId: 'src_other/sig_other' }), {})],
-    ['written under other windows', async (ctx) => (await ctx.pipeline.saveState(ctx.mark), { dedupWindowMs: 60_000 })],
+  const cases: Array<[string, (ctx: Awaited<ReturnType<typeof savedState>>) => Promise<Partial<EmbeddedIngestOptions>>]> = [
+    ['the log does not hold its last record', async (ctx) => (await ctx.pipeline.state.saveState({ ...ctx.mark, dedupId: 'src_other/sig_other' }), {})],
+    ['written under other windows', async (ctx) => (await ctx.pipeline.state.saveState(ctx.mark), { dedupWindowMs: 60_000 })],
     [
       'unreadable',
       async (ctx) => {
-        await ctx.pipeline.saveState(ctx.mark)
+        await ctx.pipeline.state.saveState(ctx.mark)
         const bytes = await readFile(ctx.stateFile)
         bytes[bytes.length >> 1]! ^= 0xff
         await writeFile(ctx.stateFile, bytes)
@@ -501,7 +521,7 @@ t.test('a saved state is not used when the log does not hold its last record, wh
     await t.test(why, async (t) => {
       const ctx = await savedState(t)
       const next = ctx.makePipeline({ stateFile: ctx.stateFile, ...(await spoil(ctx)) })
-      const report = await next.rebuild()
+      const report = await next.state.rebuild()
       t.equal(report.snapshot, undefined)
       t.equal(report.restored, 1, 'the accepted signal was read back from the log')
       t.ok(ctx.warnings.some((w) => w.includes('snapshot not used') && w.includes(why)), ctx.warnings.join('; '))
@@ -514,25 +534,25 @@ t.test('a saved state is not used when the log does not hold its last record, wh
 
 t.test('a rebuild cut short keeps the saved state, so the next start still takes it over', async (t) => {
   const { log, makePipeline, stateFile, pipeline, mark } = await savedState(t)
-  await pipeline.saveState(mark)
+  await pipeline.state.saveState(mark)
   // A start stopped while it read the log after the mark (a SIGTERM during the rebuild).
   const read: typeof log.read = (start, max) => ('fromSeq' in start && start.fromSeq > mark.seq ? Promise.reject(new Error('stopped')) : log.read(start, max))
   const stopped = new Proxy(log, { get: (target, name: keyof typeof log) => (name === 'read' ? read : target[name].bind(target)) })
-  await t.rejects(makePipeline({ log: stopped, stateFile }).rebuild(), { message: 'stopped' })
+  await t.rejects(makePipeline({ log: stopped, stateFile }).state.rebuild(), { message: 'stopped' })
   t.ok((await stat(stateFile)).size > 0, 'the file is still there')
-  const report = await makePipeline({ stateFile }).rebuild()
+  const report = await makePipeline({ stateFile }).state.rebuild()
   t.ok(report.snapshot, 'and the next start uses it')
 })
 
 t.test('a signal appended while the state was being saved, so both in the saved state and after its mark, is remembered once', async (t) => {
   const { verifier, makePipeline, request, stateFile, pipeline, mark } = await savedState(t)
   await passed(verifier, pipeline.process(request({ idempotencyKey: 'idem_late' })))
-  await pipeline.saveState(mark)
+  await pipeline.state.saveState(mark)
   const next = makePipeline({ stateFile })
-  const report = await next.rebuild()
+  const report = await next.state.rebuild()
   t.equal(report.restored, 1, 'read again from the log')
   const fromLog = makePipeline()
-  await fromLog.rebuild()
+  await fromLog.state.rebuild()
   t.equal(next.dedupEntries, fromLog.dedupEntries, 'as many entries as a rebuild from the log alone')
   t.equal(next.dedupEntries, 4, 'two signals, each with its own Idempotency-Key')
 })
@@ -551,13 +571,13 @@ t.test('after the log refused an append, whose record it may hold, no state is s
   const failing = new Proxy(log, { get: (target, name: keyof typeof log) => (name === 'append' ? append : target[name].bind(target)) })
   const pipeline = makePipeline({ log: failing, stateFile })
   await passed(verifier, pipeline.process(request()))
-  t.equal((await pipeline.saveState())?.mark?.seq, 1, 'a save before the failure covers the log')
+  t.equal((await pipeline.state.saveState())?.mark?.seq, 1, 'a save before the failure covers the log')
   fail = true
   await t.rejects(passed(verifier, pipeline.process(request())), { code: 'not_ready' })
   t.equal((await log.info()).lastSeq, 2, 'the refused append is in the log')
-  await t.rejects(pipeline.saveState(), /refused an append/)
+  await t.rejects(pipeline.state.saveState(), /refused an append/)
   const next = makePipeline({ stateFile })
-  t.equal((await next.rebuild()).restored, 1, 'the next start reads the refused record back from the log, after the last good save')
+  t.equal((await next.state.rebuild()).restored, 1, 'the next start reads the refused record back from the log, after the last good save')
 })
 
 t.test('a save while running has the log synced before the file is put in place: signals copied in past the mark must outlive a power cut with it', async (t) => {
@@ -571,7 +591,7 @@ t.test('a save while running has the log synced before the file is put in place:
   const watched = new Proxy(log, { get: (target, name: keyof typeof log) => (name === 'sync' ? sync : target[name].bind(target)) })
   const pipeline = makePipeline({ log: watched, stateFile })
   await passed(verifier, pipeline.process(request()))
-  await pipeline.saveState()
+  await pipeline.state.saveState()
   t.same(syncs, [false], 'synced once, before the file existed')
   t.ok((await stat(stateFile)).size > 0)
 })
@@ -580,7 +600,7 @@ t.test('a temporary state file left by a save cut short is removed at the next s
   const { makePipeline, dir } = await setup(t)
   const stateFile = join(dir, 'ingest-state.bin')
   await writeFile(`${stateFile}.tmp`, Buffer.alloc(4096))
-  await makePipeline({ stateFile }).rebuild()
+  await makePipeline({ stateFile }).state.rebuild()
   await t.rejects(stat(`${stateFile}.tmp`), { code: 'ENOENT' })
 })
 

@@ -1,9 +1,9 @@
 import t from 'tap'
 import { nonceCap } from '../../pipeline/ingest/ingest-pipeline.js'
-import { NonceStore } from '../../pipeline/ingest/nonce-store.js'
+import { NonceStore } from '../../pipeline/ingest/embedded/nonce-store.js'
 import { RateLimiter } from '../../pipeline/ingest/rate-limiter.js'
 import { SharedRoom } from '../../pipeline/shared-room.js'
-import { SignalDedup } from '../../pipeline/ingest/signal-dedup.js'
+import { SignalDedup } from '../../pipeline/ingest/embedded/signal-dedup.js'
 
 const MIN = 60_000
 const H1 = 'a'.repeat(64)

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
 import { openJournal, SignalIdHistory, type SignalLog } from '../../pipeline/index.js'
-import { FingerprintSet } from '../../pipeline/ingest/fingerprint-set.js'
+import { FingerprintSet } from '../../pipeline/ingest/embedded/fingerprint-set.js'
 
 /** 80 remembered at most: generations of 10, of which the newest 7 are sealed and kept. */
 const MAX = 80

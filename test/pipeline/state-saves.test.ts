@@ -1,5 +1,5 @@
 import t from 'tap'
-import { scheduleStateSaves } from '../../pipeline/ingest/state-saves.js'
+import { scheduleStateSaves } from '../../pipeline/ingest/embedded/state-saves.js'
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 

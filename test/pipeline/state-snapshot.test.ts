@@ -4,9 +4,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { crc32c } from '../../storage/index.js'
-import { NonceStore } from '../../pipeline/ingest/nonce-store.js'
-import { SignalDedup } from '../../pipeline/ingest/signal-dedup.js'
-import { readStateSnapshot, SnapshotError, writeStateSnapshot, type IngestStateToSave } from '../../pipeline/ingest/state-snapshot.js'
+import { NonceStore } from '../../pipeline/ingest/embedded/nonce-store.js'
+import { SignalDedup } from '../../pipeline/ingest/embedded/signal-dedup.js'
+import { readStateSnapshot, SnapshotError, writeStateSnapshot, type IngestStateToSave } from '../../pipeline/ingest/embedded/state-snapshot.js'
 
 const MIN = 60_000
 const WINDOW = 30 * MIN

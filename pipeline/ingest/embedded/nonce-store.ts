@@ -1,10 +1,10 @@
 import { ShardedExpiringIndex, type IndexPart, type IndexParts } from './expiring-index.js'
-import { SharedRoom } from '../shared-room.js'
+import { SharedRoom } from '../../shared-room.js'
 import { KeyedHash64 } from './string-hash.js'
 
 /**
- * Nonces seen per (source_id, key_id), kept for the nonce window (spec 5.2: 10
- * minutes). The edge admits a request only while its timestamp is within 300 s of the
+ * Nonces seen per (source_id, key_id), kept for the nonce window (10 minutes: a
+ * nonce reused with the same key within it is 401 replayed_nonce). The edge admits a request only while its timestamp is within 300 s of the
  * clock, and the pipeline checks that again just before claiming, so a claim happens
  * no earlier than timestamp − 300 s and a replay is claimed no later than timestamp +
  * 300 s: a window of 600 s, counted inclusively, always covers the replay.

@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto'
 import { appendFile, mkdir, open, readdir, readFile, rm, unlink } from 'node:fs/promises'
 import { join } from 'node:path'
-import { crc32c } from '../../storage/index.js'
-import { replaceFileDurably, unlinkIfPresent } from '../../storage/index.js'
-import type { SignalLog } from '../log.js'
-import { readBatches, readRecord } from '../log-reads.js'
+import { crc32c } from '../../../storage/index.js'
+import { replaceFileDurably, unlinkIfPresent } from '../../../storage/index.js'
+import type { SignalLog } from '../../log.js'
+import { readBatches, readRecord } from '../../log-reads.js'
 import { FingerprintSet } from './fingerprint-set.js'
 import { PendingFrame, readTailFrames, TAIL_FILE } from './history-tail.js'
 import { keyedHash64 } from './string-hash.js'
@@ -42,7 +42,7 @@ export interface SignalIdHistoryOptions {
 
 /**
  * Every (source, signal_id) the log accepted, remembered long after the dedup window,
- * so that a signal id reused later is refused (spec 7: `signal_id` unique per source)
+ * so that a signal id reused later is refused (400 invalid_signal_id: a `signal_id` is unique per source)
  * instead of becoming a second signal that consumers must drop. The dedup window
  * compares bodies and answers retries; this only answers "seen before?".
  *

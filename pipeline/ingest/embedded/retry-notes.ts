@@ -1,7 +1,7 @@
 import { createReadStream } from 'node:fs'
 import { mkdir, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { unlinkIfPresent } from '../../storage/index.js'
+import { unlinkIfPresent } from '../../../storage/index.js'
 import { AppendedLines } from './appended-lines.js'
 
 /**

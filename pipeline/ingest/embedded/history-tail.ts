@@ -16,7 +16,7 @@
  * instead of leaving a silent gap. (The history writes no frame once an add skips a seq
  * or comes late, for the same reason.)
  */
-import { crc32c, readUint53, writeUint53 } from '../../storage/index.js'
+import { crc32c, readUint53, writeUint53 } from '../../../storage/index.js'
 
 const MAGIC = 0x31544953 // "SIT1", little-endian
 const HEADER_BYTES = 36

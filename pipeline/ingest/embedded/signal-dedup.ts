@@ -1,13 +1,15 @@
 import { ShardedExpiringIndex, type ExpiringIndex, type IndexPart, type IndexParts } from './expiring-index.js'
-import { SharedRoom } from '../shared-room.js'
+import { SharedRoom } from '../../shared-room.js'
+import type { AcceptedSignal } from '../ports.js'
 import { KeyedHash64 } from './string-hash.js'
 
 /**
  * What the gateway remembers of each accepted signal, keyed both by
  * (source_id, signal_id) and by (source_id, Idempotency-Key), for the dedup window.
  * A retry with the same raw body gets the original `received_at` back; a different
- * body, or an Idempotency-Key already used by another signal, is a conflict (spec 3.2
- * and 7, DESIGN.md section 4).
+ * body, or an Idempotency-Key already used by another signal, is a conflict
+ * (409 idempotency_conflict): signal ids and Idempotency-Keys are one namespace per
+ * source, compared by the SHA-256 of the raw body.
  *
  * Stored compactly (ShardedExpiringIndex): a 64-bit hash of the id, the source, the
  * first 128 bits of the body's SHA-256, the hash of the signal id, the arrival time
@@ -22,12 +24,6 @@ import { KeyedHash64 } from './string-hash.js'
  * when many arrive at once. What the log holds is always remembered (the rebuild
  * ignores the bound).
  */
-export interface DedupRecord {
-  readonly bodySha256: string
-  readonly signalId: string
-  readonly receivedAtMs: number
-  readonly test: boolean
-}
 
 export type DedupLookup =
   | { readonly kind: 'new' }
@@ -36,7 +32,7 @@ export type DedupLookup =
    * replay uses it, so the caller binds it to this signal (`bindKey`): the same key with
    * another body is then a conflict, and this very request sent again a replay.
    */
-  | { readonly kind: 'replay'; readonly record: DedupRecord; readonly unboundKey?: string }
+  | { readonly kind: 'replay'; readonly record: AcceptedSignal; readonly unboundKey?: string }
   | { readonly kind: 'conflict' }
   /** Another request with the same id is between check and append: wait for it. */
   | { readonly kind: 'in_flight'; readonly settled: Promise<void> }
@@ -194,7 +190,7 @@ export class SignalDedup {
     }
     if (bySignal === undefined) return { kind: 'new' }
     const { table, shard, slot } = bySignal
-    const record: DedupRecord = {
+    const record: AcceptedSignal = {
       bodySha256,
       signalId,
       receivedAtMs: (table.receivedAt[shard] as () => Float64Array)()[slot] as number,
@@ -209,7 +205,7 @@ export class SignalDedup {
    * Call it in the turn of the lookup that returned `unboundKey`, so no other request
    * can claim the key in between.
    */
-  bindKey(sourceId: string, idempotencyKey: string, record: DedupRecord, ifAbsent = false): void {
+  bindKey(sourceId: string, idempotencyKey: string, record: AcceptedSignal, ifAbsent = false): void {
     const source = this.#source(sourceId)
     bodyWords(record.bodySha256, this.#words)
     this.#hasher.hash(record.signalId, source, this.#signalHash)
@@ -256,7 +252,7 @@ export class SignalDedup {
    * again a signal a snapshot already holds) leaves an id already held as it is, so it is
    * neither stored nor counted twice.
    */
-  remember(sourceId: string, idempotencyKey: string | undefined, record: DedupRecord, acceptedAt: number, ifAbsent = false): void {
+  remember(sourceId: string, idempotencyKey: string | undefined, record: AcceptedSignal, acceptedAt: number, ifAbsent = false): void {
     const source = this.#source(sourceId)
     const expiresAt = acceptedAt + this.#windowMs
     bodyWords(record.bodySha256, this.#words)
@@ -273,7 +269,7 @@ export class SignalDedup {
     }
   }
 
-  #store(table: DedupTable, source: number, key: Uint32Array, expiresAt: number, record: DedupRecord): void {
+  #store(table: DedupTable, source: number, key: Uint32Array, expiresAt: number, record: AcceptedSignal): void {
     const shard = table.index.shardOf(key[0] as number)
     const slot = (table.index.shards[shard] as ExpiringIndex).insert(key[0] as number, key[1] as number, expiresAt)
     ;(table.source[shard] as () => Uint32Array)()[slot] = source

@@ -1,11 +1,12 @@
 import { dirname } from 'node:path'
-import { syncDir, temporaryPathOf, unlinkIfPresent } from '../../storage/index.js'
-import type { ReadStart, SignalLog } from '../log.js'
-import { readBatches, readRecord } from '../log-reads.js'
+import { syncDir, temporaryPathOf, unlinkIfPresent } from '../../../storage/index.js'
+import type { ReadStart, SignalLog } from '../../log.js'
+import { readBatches, readRecord } from '../../log-reads.js'
 import { NonceStore } from './nonce-store.js'
+import type { RefusedNonce } from './refusal-history.js'
 import type { RetryNote } from './retry-notes.js'
 import { SignalDedup } from './signal-dedup.js'
-import { decodeSignalRecord, dedupRecordOf } from './signal-record.js'
+import { decodeSignalRecord, dedupRecordOf } from '../signal-record.js'
 import { readStateSnapshot, writeStateSnapshot, type LogMark } from './state-snapshot.js'
 
 export interface IngestStateOptions {
@@ -18,16 +19,27 @@ export interface IngestStateOptions {
   /** Where the state is saved for the next start; without it every start rebuilds from the log. */
   readonly stateFile?: string | undefined
   readonly onWarning: (message: string, err: unknown) => void
-  /** Resolves once every request past its last key check has its answer (IngestPipeline.settled). */
+  /**
+   * Resolves once every request past its last key check has its answer (the revocation
+   * barrier): each of them remembers its signal before its answer.
+   */
   readonly settled: () => Promise<void>
+  /** The nonces refused requests claimed before the start, which the log never saw (EmbeddedRefusalHistory). */
+  readonly refusedNonces?: (() => readonly RefusedNonce[]) | undefined
+  /** What deduplicated retries spent before the start, which the log does not hold either (RetryNotes). */
+  readonly retryNotes?: { replay(take: (note: RetryNote) => void): Promise<number> } | undefined
 }
 
+/** Times one step of the start (the service's start-up steps); by default, just runs it. */
+export type TimeStep = <T>(step: string, run: () => Promise<T>) => Promise<T>
+
 /**
- * The ingest pipeline's memory of what it accepted: the live nonces and the dedup
+ * The embedded adapters' memory of what was accepted: the live nonces and the dedup
  * index, and how they outlive the process. A start takes over the state a running or
  * stopping gateway saved (state-snapshot.ts) if it matches the log, and reads the log
- * from there; a restart after `kill -9` reads the log alone. The pipeline asks the
- * stores (`nonces`, `dedup`) on every request; this class only fills and saves them.
+ * from there; a restart after `kill -9` reads the log alone. The adapters
+ * (EmbeddedNonceClaims, EmbeddedSignalIndex) ask the stores (`nonces`, `dedup`) on every
+ * request; this class only fills and saves them. The pipeline knows none of it.
  */
 export class IngestState {
   readonly #o: IngestStateOptions
@@ -65,6 +77,19 @@ export class IngestState {
 
   get dedup(): SignalDedup {
     return this.#dedup
+  }
+
+  /**
+   * Everything a start needs before the first request, in order: the state from the last
+   * save and the log (`rebuild`), then the nonces of refused requests and what retries
+   * spent, which the log does not hold.
+   */
+  async recover(time: TimeStep = (_step, run) => run()): Promise<RecoveryReport> {
+    const rebuilt = await time('dedup_and_nonces', () => this.rebuild())
+    for (const n of this.#o.refusedNonces?.() ?? []) this.restoreNonce(n.sourceId, n.keyId, n.nonce, n.time)
+    const notes = this.#o.retryNotes
+    const retries = notes === undefined ? 0 : await time('retry_notes', () => notes.replay((note) => this.restoreRetry(note)))
+    return { ...rebuilt, retries, dedupEntries: this.#dedup.size, nonces: this.#nonces.size }
   }
 
   /** The log refused an append: no state is saved while running until a restart. */
@@ -242,6 +267,14 @@ export interface RebuildReport {
   readonly restored: number
   /** Set when the state came from a saved one: the nonces and dedup entries it held, and when it was saved. */
   readonly snapshot: { readonly entries: number; readonly writtenAt: number } | undefined
+}
+
+/** What the start-up recovery did, for the start log. */
+export interface RecoveryReport extends RebuildReport {
+  /** Retry notes taken back. */
+  readonly retries: number
+  readonly dedupEntries: number
+  readonly nonces: number
 }
 
 /** What `saveState` wrote. */

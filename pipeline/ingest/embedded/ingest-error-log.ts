@@ -1,18 +1,6 @@
-import type { ErrorCode } from '../../schemas/index.js'
+import type { IngestErrorPage, IngestErrorRecord } from '../ports.js'
 import { readLegacySegments, removeLegacySegments } from './ingest-error-log-migration.js'
 import { RefusalFile } from './refusal-file.js'
-
-/** One refused ingest request, as the source's operator sees it (spec 2.7). */
-export interface IngestErrorRecord {
-  readonly request_id: string
-  readonly time: string
-  readonly status: number
-  readonly code: ErrorCode
-  readonly key_id: string | null
-  readonly signal_id: string | null
-  /** The client the request came from (a trusted proxy's client: TRUSTED_PROXIES); null in records of earlier versions. */
-  readonly client_address: string | null
-}
 
 /** Stored alongside, never shown: lets a restart re-claim nonces of refused requests. */
 export interface StoredRecord extends IngestErrorRecord {
@@ -36,11 +24,6 @@ interface Entry {
   readonly record: IngestErrorRecord
   /** The nonce a verified request claimed: written again when the file is rewritten. */
   readonly nonce: string | undefined
-}
-
-export interface IngestErrorPage {
-  readonly items: IngestErrorRecord[]
-  readonly nextCursor: string | null
 }
 
 export interface IngestErrorLogOptions {

@@ -10,10 +10,10 @@
  */
 import { readdir } from 'node:fs/promises'
 import { join } from 'node:path'
-import { unlinkIfPresent } from '../../storage/index.js'
-import { parseSegmentFileName } from '../journal/segment-file.js'
-import { openJournal } from '../log-journal.js'
-import { readBatches } from '../log-reads.js'
+import { unlinkIfPresent } from '../../../storage/index.js'
+import { parseSegmentFileName } from '../../journal/segment-file.js'
+import { openJournal } from '../../log-journal.js'
+import { readBatches } from '../../log-reads.js'
 import type { StoredRecord } from './ingest-error-log.js'
 
 /** A record as the segments hold it. */

@@ -1,6 +1,6 @@
 import { open, type FileHandle } from 'node:fs/promises'
 import { dirname } from 'node:path'
-import { syncDir, writeFully } from '../../storage/index.js'
+import { syncDir, writeFully } from '../../../storage/index.js'
 
 /**
  * How long an appended line waits at most before it is synced: what a crash of the

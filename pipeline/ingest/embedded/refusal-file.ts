@@ -2,7 +2,7 @@ import { createReadStream } from 'node:fs'
 import { mkdir, readdir } from 'node:fs/promises'
 import { join } from 'node:path'
 import { setImmediate as yieldToLoop } from 'node:timers/promises'
-import { replaceFileDurably, unlinkIfPresent } from '../../storage/index.js'
+import { replaceFileDurably, unlinkIfPresent } from '../../../storage/index.js'
 import { AppendedLines } from './appended-lines.js'
 
 /** Appended bytes that start a rewrite at the least, however small the history held. */
