@@ -26,13 +26,18 @@ export class KvWatchQueue implements KvWatcher {
   #done = false
   #failure: KvError | undefined
 
-  constructor(filter: string | undefined, initial: KvEntry[], onStop: (queue: KvWatchQueue) => void, options: { readonly currentToCome?: boolean } = {}) {
+  constructor(
+    filter: string | undefined,
+    initial: KvEntry[],
+    onStop: (queue: KvWatchQueue) => void,
+    options: { readonly currentToCome?: boolean; readonly backlog?: number } = {},
+  ) {
     this.#filter = filter
     this.#onStop = onStop
     this.#items = initial.map((e) => ({ ...e, isUpdate: false }))
     this.#initialLeft = this.#items.length
     this.#currentOpen = options.currentToCome === true
-    this.#limit = this.#items.length + KV_LIMITS.watchBacklog
+    this.#limit = this.#items.length + (options.backlog ?? KV_LIMITS.watchBacklog)
     this.initialized = new Promise((resolve) => (this.#markInitialized = resolve))
     if (this.#initialLeft === 0 && !this.#currentOpen) this.#markInitialized()
   }

@@ -26,12 +26,19 @@ import { LiveKeys } from './nats-kv-keys.js'
 const HEADER_ROOM = 1024
 /** An unconditional delete re-reads and retries this often while other writers keep changing the key. */
 const DELETE_ATTEMPTS = 8
+const DEFAULT_TIMEOUT_MS = 5000
 
 export interface NatsKvOptions {
   /** Copies of each bucket's stream: 1 (the default) on a single server, 3 in a cluster for durability. */
   readonly replicas?: number
   /** Milliseconds a request waits for JetStream before failing with `unavailable` (default 5000). */
   readonly timeoutMs?: number
+  /**
+   * Changes a watch holds for a consumer that does not take them before it ends with
+   * `watch_overflow` (default and most KV_LIMITS.watchBacklog): smaller only where a
+   * test must overflow a watch without writing a hundred thousand changes.
+   */
+  readonly watchBacklog?: number
 }
 
 /**
@@ -61,9 +68,10 @@ export class NatsKvBucket implements KvBucket {
   readonly #watchers = new Set<KvWatchQueue>()
   readonly #pending = new Set<Promise<unknown>>()
   readonly #timeoutMs: number
+  readonly #watchBacklog: number
   #closing: Promise<void> | undefined
 
-  private constructor(name: string, nc: NatsConnection, js: JetStreamClient, kv: KV, limits: KvBucketLimits, keys: LiveKeys, index: KvFeed, timeoutMs: number) {
+  private constructor(name: string, nc: NatsConnection, js: JetStreamClient, kv: KV, limits: KvBucketLimits, keys: LiveKeys, index: KvFeed, options: NatsKvOptions) {
     this.name = name
     this.#nc = nc
     this.#js = js
@@ -71,7 +79,8 @@ export class NatsKvBucket implements KvBucket {
     this.#limits = limits
     this.#keys = keys
     this.#index = index
-    this.#timeoutMs = timeoutMs
+    this.#timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
+    this.#watchBacklog = Math.min(options.watchBacklog ?? KV_LIMITS.watchBacklog, KV_LIMITS.watchBacklog)
   }
 
   static async open(nc: NatsConnection, name: string, limits: KvBucketLimits, options: NatsKvOptions = {}): Promise<NatsKvBucket> {
@@ -79,7 +88,7 @@ export class NatsKvBucket implements KvBucket {
     checkLimits(limits)
     const replicas = options.replicas ?? 1
     if (replicas !== 1 && replicas !== 3 && replicas !== 5) throw new KvError('invalid_argument', 'replicas must be 1, 3 or 5')
-    const timeoutMs = options.timeoutMs ?? 5000
+    const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS
     const js = jetstream(nc, { timeout: timeoutMs })
     let kv: KV
     try {
@@ -121,7 +130,7 @@ export class NatsKvBucket implements KvBucket {
     } finally {
       clearTimeout(timer)
     }
-    return new NatsKvBucket(name, nc, js, kv, limits, keys, index, timeoutMs)
+    return new NatsKvBucket(name, nc, js, kv, limits, keys, index, options)
   }
 
   get(key: string): Promise<KvEntry | null> {
@@ -198,7 +207,7 @@ export class NatsKvBucket implements KvBucket {
         this.#watchers.delete(q)
         feed?.stop()
       },
-      { currentToCome: options.include !== 'updates_only' },
+      { currentToCome: options.include !== 'updates_only', backlog: this.#watchBacklog },
     )
     this.#watchers.add(queue)
     feed = new KvFeed(

@@ -1,5 +1,5 @@
-import { DeliverPolicy, type ConsumerMessages, type JetStreamClient, type JsMsg, type PushConsumer } from '@nats-io/jetstream'
-import type { NatsConnection } from '@nats-io/transport-node'
+import { AckPolicy, DeliverPolicy, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream'
+import { createInbox, nanos, nuid, type NatsConnection } from '@nats-io/transport-node'
 import { KvError, type KvEntry } from '../kv-store.js'
 import { toKvError } from './nats-kv-errors.js'
 
@@ -8,6 +8,15 @@ const OPERATION_HEADER = 'KV-Operation'
 /** Waits between attempts to recreate a lost consumer: from the first, doubling to the last. */
 const RETRY_FIRST_MS = 50
 const RETRY_MAX_MS = 1000
+/**
+ * The server's heartbeat to an idle consumer; two missed ones (a consumer the server lost
+ * or deleted without a reconnect of this client: a cluster's stream leader gone) make the
+ * feed recreate it. The client's ordered consumer uses 30 s, which leaves a watch silent
+ * for a minute.
+ */
+const HEARTBEAT_MS = 1000
+/** A consumer whose client is gone is deleted by the server after this. */
+const INACTIVE_MS = 60_000
 
 export interface KvFeedHandlers {
   /**
@@ -42,16 +51,16 @@ export interface KvFeedOptions {
 }
 
 /**
- * The changes of one KV bucket, from an ordered push consumer of its stream: the current
- * value of each key first (the server's "last per subject", in stream order), then every
- * change. The client's ordered consumer recreates itself on a gap in its delivery
- * sequence, but notices a server that restarted (and lost the consumer) only after two
- * missed 30-second heartbeats; so on every reconnect the feed recreates the consumer
- * itself, from the revision after the last one it handed on. That resumption loses
- * nothing because the bucket keeps one message per key (history 1) and never removes a
- * deletion marker: every key changed since that revision still has its latest change
- * in the stream, at a later sequence. Messages at or below the last revision handed on
- * (an overlap of the old and the new consumer) are dropped, so each change comes once.
+ * The changes of one KV bucket, from a push consumer of its stream (no acks, flow
+ * control, in memory): the current value of each key first (the server's "last per
+ * subject", in stream order), then every change. The consumer is recreated, from the
+ * revision after the last one handed on, whenever it may have been lost: on every
+ * reconnect of the client (a restarted server forgot it), on two missed heartbeats, and
+ * on a gap in its delivery sequence. That resumption loses nothing because the bucket
+ * keeps one message per key (history 1) and never removes a deletion marker: every key
+ * changed since that revision still has its latest change in the stream, at a later
+ * sequence. Messages at or below the last revision handed on (an overlap of the old and
+ * the new consumer) are dropped, so each change comes once.
  */
 export class KvFeed {
   readonly #options: KvFeedOptions
@@ -63,8 +72,11 @@ export class KvFeed {
   #startLeft: number | undefined
   /** The first consumer was created: later ones start after the position. */
   #begun = false
-  #consumer: PushConsumer | undefined
+  /** The current consumer's name, and the delivery sequence it last delivered. */
+  #consumer: string | undefined
+  #delivered = 0
   #messages: ConsumerMessages | undefined
+  #jsm: JetStreamManager | undefined
   #stopped = false
   /** Bumped on every (re)creation: a message of an older consumer is dropped. */
   #generation = 0
@@ -111,6 +123,17 @@ export class KvFeed {
     }
   }
 
+  /** Two heartbeats missed: the server lost or deleted the consumer (it says nothing when it does); recreate it. */
+  async #watchConsumer(messages: ConsumerMessages, generation: number): Promise<void> {
+    for await (const s of messages.status()) {
+      if (generation !== this.#generation) return
+      if (s.type === 'heartbeats_missed' || s.type === 'consumer_deleted') {
+        this.#reopen()
+        return
+      }
+    }
+  }
+
   #reopen(): void {
     if (this.#stopped) return
     clearTimeout(this.#retryTimer)
@@ -126,37 +149,53 @@ export class KvFeed {
     this.#messages?.stop()
     this.#messages = undefined
     // Best effort: a consumer the server still has would push to an inbox nobody reads until its inactivity threshold.
-    this.#consumer?.delete().catch(() => undefined)
+    if (this.#consumer !== undefined) this.#jsm?.consumers.delete(`KV_${this.#options.bucket}`, this.#consumer).catch(() => undefined)
     this.#consumer = undefined
   }
 
   async #open(): Promise<void> {
     const generation = ++this.#generation
     const { js, bucket, key, include, headersOnly, after } = this.#options
+    const stream = `KV_${bucket}`
     const first = !this.#begun
+    const fromSequence = !first || (include === 'updates_only' && after !== undefined)
+    const name = `kv_watch_${nuid.next()}`
+    const deliver = createInbox()
     try {
-      const consumer = await js.consumers.getPushConsumer(`KV_${bucket}`, {
-        filter_subjects: `${this.#prefix}${key ?? '>'}`,
-        headers_only: headersOnly === true,
-        ...(!first || (include === 'updates_only' && after !== undefined)
+      this.#jsm ??= await js.jetstreamManager()
+      const info = await this.#jsm.consumers.add(stream, {
+        name,
+        deliver_subject: deliver,
+        filter_subject: `${this.#prefix}${key ?? '>'}`,
+        ...(fromSequence
           ? { deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: (first ? (after as number) : this.#position) + 1 }
           : { deliver_policy: include === 'updates_only' ? DeliverPolicy.New : DeliverPolicy.LastPerSubject }),
+        ack_policy: AckPolicy.None,
+        flow_control: true,
+        idle_heartbeat: nanos(HEARTBEAT_MS),
+        headers_only: headersOnly === true,
+        inactive_threshold: nanos(INACTIVE_MS),
+        num_replicas: 1,
+        mem_storage: true,
       })
       if (this.#stopped || generation !== this.#generation) {
-        await consumer.delete().catch(() => undefined)
+        await this.#jsm.consumers.delete(stream, name).catch(() => undefined)
         return
       }
-      this.#consumer = consumer
-      // The info returned by the creation itself: its pending count and position are those of that moment.
-      const info = await consumer.info(true)
+      this.#consumer = name
+      this.#delivered = 0
       if (first) {
         this.#begun = true
-        // An updates_only consumer starts after `after`, or the stream's last sequence at its creation.
+        // The creation's own answer: its pending count and position are those of that moment.
+        // An updates_only consumer starts after `after`, or the stream's last sequence then.
         if (include === 'updates_only') this.#position = after ?? info.delivered.stream_seq
         else this.#startLeft = info.num_pending
         if (this.#startLeft === 0 || include === 'updates_only') this.#endStart()
       }
-      this.#messages = await consumer.consume({ callback: (m) => this.#take(m, generation) })
+      const consumer = await js.consumers.getBoundPushConsumer({ deliver_subject: deliver, idle_heartbeat: nanos(HEARTBEAT_MS) })
+      const messages = await consumer.consume({ callback: (m) => this.#take(m, generation) })
+      this.#messages = messages
+      void this.#watchConsumer(messages, generation)
       this.#retryMs = RETRY_FIRST_MS
       this.#ready()
     } catch (err) {
@@ -174,7 +213,14 @@ export class KvFeed {
   }
 
   #take(m: JsMsg, generation: number): void {
-    if (generation !== this.#generation || this.#stopped || m.seq <= this.#position) return
+    if (generation !== this.#generation || this.#stopped) return
+    // A message lost between the server and here (a slow-consumer drop): start again after the last one taken.
+    if (m.info.deliverySequence !== this.#delivered + 1) {
+      this.#reopen()
+      return
+    }
+    this.#delivered = m.info.deliverySequence
+    if (m.seq <= this.#position) return
     this.#position = m.seq
     const operation = m.headers?.get(OPERATION_HEADER)
     const deleted = operation === 'DEL' || operation === 'PURGE'
