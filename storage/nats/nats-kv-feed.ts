@@ -1,5 +1,5 @@
 import { AckPolicy, DeliverPolicy, type ConsumerMessages, type JetStreamClient, type JetStreamManager, type JsMsg } from '@nats-io/jetstream'
-import { createInbox, nanos, nuid, type NatsConnection } from '@nats-io/transport-node'
+import { createInbox, nanos, nuid, type NatsConnection, type Status } from '@nats-io/transport-node'
 import { KvError, type KvEntry } from '../kv-store.js'
 import { toKvError } from './nats-kv-errors.js'
 
@@ -77,6 +77,7 @@ export class KvFeed {
   #delivered = 0
   #messages: ConsumerMessages | undefined
   #jsm: JetStreamManager | undefined
+  #statuses: { stop?: () => void } | undefined
   #stopped = false
   /** Bumped on every (re)creation: a message of an older consumer is dropped. */
   #generation = 0
@@ -105,14 +106,18 @@ export class KvFeed {
   stop(): void {
     if (this.#stopped) return
     this.#stopped = true
+    this.#statuses?.stop?.()
     clearTimeout(this.#retryTimer)
     this.#ready()
     this.#dropConsumer()
   }
 
   async #watchConnection(): Promise<void> {
-    const { nc } = this.#options
-    for await (const s of nc.status()) {
+    // Typed as a plain iterable; the client's has stop(), which unregisters it (else every stopped watch would leave one).
+    const statuses = this.#options.nc.status() as AsyncIterable<Status> & { stop?: () => void }
+    this.#statuses = statuses
+    if (this.#stopped) statuses.stop?.()
+    for await (const s of statuses) {
       if (this.#stopped) return
       if (s.type === 'reconnect') this.#reopen()
     }
@@ -194,6 +199,12 @@ export class KvFeed {
       }
       const consumer = await js.consumers.getBoundPushConsumer({ deliver_subject: deliver, idle_heartbeat: nanos(HEARTBEAT_MS) })
       const messages = await consumer.consume({ callback: (m) => this.#take(m, generation) })
+      if (this.#stopped || generation !== this.#generation) {
+        // Stopped or replaced while subscribing: #dropConsumer ran before there was anything to stop.
+        messages.stop()
+        await this.#jsm.consumers.delete(stream, name).catch(() => undefined)
+        return
+      }
       this.#messages = messages
       void this.#watchConsumer(messages, generation)
       this.#retryMs = RETRY_FIRST_MS

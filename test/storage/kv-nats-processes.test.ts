@@ -133,6 +133,44 @@ t.test('a watch whose consumer the server deleted resumes on a new one and misse
   watch.stop()
 })
 
+t.test('stopped watches leave nothing behind, however soon they are stopped', async (t) => {
+  const dir = await mkdtemp(join(tmpdir(), 'kv-stop-'))
+  const nc = await nats.connect()
+  const b = await nats.bucketsOn(nc, dir)('stops', LIMITS)
+  t.teardown(async () => {
+    await b.close()
+    await rm(dir, { recursive: true, force: true })
+  })
+  // What a watch holds on its connection: a subscription, and status listeners (the
+  // client has no public count of either, so its internals are read).
+  const held = () => {
+    const p = (nc as unknown as { protocol: { listeners: unknown[]; subscriptions: { size(): number } } }).protocol
+    return p.listeners.length + p.subscriptions.size()
+  }
+  const before = held()
+  for (let i = 0; i < 10; i++) {
+    const w = b.watch()
+    // Stopped as its (empty) bucket's current values are in, while its consumer subscribes;
+    // then at once, or once reading.
+    if (i < 4) await w.initialized
+    else if (i % 2 === 1) {
+      await b.put(`k${i}`, bytes('x'))
+      await w[Symbol.asyncIterator]().next()
+    }
+    w.stop()
+  }
+  const jsm = await jetstreamManager(await nats.connect())
+  const consumers = async () => {
+    let n = 0
+    for await (const _ of jsm.consumers.list(`KV_${b.name}`)) n++
+    return n
+  }
+  const deadline = Date.now() + 2000
+  while ((held() > before || (await consumers()) > 1) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50))
+  t.equal(held(), before, 'no subscription or listener left on the connection')
+  t.equal(await consumers(), 1, 'only the bucket\'s own index consumer is left on the server')
+})
+
 t.test('a watch whose consumer stalls past its backlog ends with watch_overflow and lets go of the changes', async (t) => {
   // The backlog made small (KV_LIMITS.watchBacklog is the default and the most), so the
   // wiring from the server's consumer to the bounded queue is tested in a second.
