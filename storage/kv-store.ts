@@ -10,9 +10,16 @@
  *   create fails with `exists`. `update` writes only if the key's value is still the one
  *   of `revision`: otherwise `wrong_revision`. These two are how correctness is kept
  *   between processes; nothing may rest on a check and a write in one turn of the loop.
- * - A write resolves once it is durable (it survives `kill -9` and a power cut).
+ * - A write resolves once it is durable, as far as its adapter can make it: the file
+ *   adapter fdatasyncs first (the write survives `kill -9` and a power cut); the NATS
+ *   adapter resolves on the stream's acknowledgement, which on nats-server 2.9 means
+ *   written to the operating system of each replica, not fsynced (it survives `kill -9`
+ *   of a server; a power cut only on a bucket of 3 replicas, of which a majority held it).
  * - `watch` yields the changes in revision order, from the current values on if asked,
- *   so a process keeps an index of a bucket and sees the other processes' changes.
+ *   so a process keeps an index of a bucket and sees the other processes' changes. A
+ *   watch outlives an outage of the storage (the NATS adapter resumes after the last
+ *   revision it handed out); a change overwritten meanwhile is handed out as its latest
+ *   revision only.
  */
 
 /** A value as stored, or a deletion as a watch reports it. */
@@ -129,7 +136,11 @@ export type KvErrorCode =
   | 'closed'
   /** The storage failed; a write was not made (transient) or its fate is unknown and the bucket stopped (permanent). */
   | 'io'
-  /** The storage cannot be reached for now (a NATS adapter's timeouts and disconnects). */
+  /**
+   * The storage cannot be reached for now (a NATS adapter's timeouts, disconnects and
+   * leader elections). A write that fails so may still have been made: read again (a
+   * create or an update by revision cannot apply twice).
+   */
   | 'unavailable'
   /** Stored bytes fail their checksum outside the recoverable tail: an operator must look. */
   | 'corrupt'

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { KV_LIMITS, type KvEntry } from '../../storage/index.js'
+import { KV_LIMITS, KvError, type KvEntry } from '../../storage/index.js'
 import { KvWatchQueue } from '../../storage/kv-watch-queue.js'
 
 const entry = (key: string, revision: number): KvEntry => ({ bucket: 'b', key, value: new Uint8Array(0), revision, created: 0, operation: 'PUT' })
@@ -45,4 +45,46 @@ t.test('a waiting consumer is handed a change at once, and initialized waits for
   t.match((await waiting).value, { key: 'rental.b', revision: 3, isUpdate: true }, 'a key outside the filter is not handed out')
   await it.return!()
   t.same(await it.next(), { value: undefined, done: true }, 'breaking out of the loop stops the watch')
+})
+
+t.test('current values that arrive one by one: deletions skipped, initialized only after currentDone and their taking', async (t) => {
+  const queue = new KvWatchQueue(undefined, [], () => undefined, { currentToCome: true })
+  let initialized = false
+  void queue.initialized.then(() => (initialized = true))
+  queue.offerCurrent(entry('a', 1))
+  queue.offerCurrent({ ...entry('gone', 2), operation: 'DEL' })
+  const it = queue[Symbol.asyncIterator]()
+  t.match((await it.next()).value, { key: 'a', isUpdate: false })
+  const waiting = it.next()
+  await new Promise((r) => setImmediate(r))
+  t.equal(initialized, false, 'more current values may come')
+  queue.currentDone()
+  await new Promise((r) => setImmediate(r))
+  t.equal(initialized, true, 'done, and the consumer asked past the last')
+  queue.offer(entry('b', 3))
+  t.match((await waiting).value, { key: 'b', revision: 3, isUpdate: true }, 'the deletion among the current values was not handed out')
+  queue.stop()
+})
+
+t.test('a watch with no current value is initialized at currentDone, without being read', async (t) => {
+  const queue = new KvWatchQueue(undefined, [], () => undefined, { currentToCome: true })
+  queue.offerCurrent({ ...entry('gone', 1), operation: 'DEL' })
+  queue.currentDone()
+  await queue.initialized
+  t.pass()
+  queue.stop()
+})
+
+t.test('fail ends the iteration with the error, and the backlog option bounds the queue', async (t) => {
+  let stopped = 0
+  const queue = new KvWatchQueue(undefined, [], () => stopped++, { backlog: 2 })
+  queue.offer(entry('a', 1))
+  queue.offer(entry('b', 2))
+  queue.offer(entry('c', 3))
+  t.equal(stopped, 1, 'past a backlog of 2')
+  await t.rejects(queue[Symbol.asyncIterator]().next(), { code: 'watch_overflow' })
+  const failing = new KvWatchQueue(undefined, [], () => undefined)
+  const waiting = failing[Symbol.asyncIterator]().next()
+  failing.fail(new KvError('closed', 'gone'))
+  await t.rejects(waiting, { code: 'closed' })
 })
