@@ -381,7 +381,10 @@ t.test('a source whose creation answer was lost with the connection can be found
   // waits for the registry write: the source is created, its answer never sent.
   const post = `POST /v1/byo/sources HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${a.creatorToken}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
   await exchange([post, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n'])
-  const listed = await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}/sources`, { token: a.creatorToken })
+  // The connection is gone before the registry's writes land: look until they have (5 s at most).
+  const list = () => call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}/sources`, { token: a.creatorToken })
+  let listed = await list()
+  for (const deadline = Date.now() + 5000; listed.body.data.length < 2 && Date.now() < deadline; listed = await list()) await new Promise((r) => setTimeout(r, 20))
   t.equal(listed.body.data.length, 2, 'the created source is listed, whether or not its answer arrived')
   t.equal((await call(gw.url, 'GET', `/v1/byo/agents/${a.agentId}`, { token: a.creatorToken })).body.data.open_slots, 0)
 })
