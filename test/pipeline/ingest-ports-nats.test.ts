@@ -3,7 +3,9 @@ import { connect } from '@nats-io/transport-node'
 import type { NatsConnection } from '@nats-io/transport-node'
 import { startNatsServer } from '../../harness/nats-launcher.js'
 import { NatsNonceClaims } from '../../pipeline/ingest/nats/nonce-claims.js'
+import { NatsRevocationBarrier, type NatsRevocationBarrierOptions } from '../../pipeline/ingest/nats/revocation-barrier.js'
 import { nonceClaimsContract } from '../contracts/nonce-claims-contract.js'
+import { revocationBarrierContract } from '../contracts/revocation-barrier-contract.js'
 
 // The NATS adapters of the ingest ports, each run through its port's contract against a
 // real nats-server. The two views a contract asks for are two gateways: two adapters on
@@ -25,6 +27,8 @@ async function gateway(): Promise<NatsConnection> {
 }
 const [ncA, ncB] = [await gateway(), await gateway()]
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
 /** Each contract case gets its own streams and subjects. */
 let cases = 0
 const fresh = (kind: string) => `${kind}_${++cases}`
@@ -33,4 +37,82 @@ nonceClaimsContract(t, 'nats', async (_t, { windowMs }) => {
   const name = fresh('nonces')
   const options = { stream: name, subjectPrefix: `t.${name}`, windowMs, maxLiveNonces: 100_000 }
   return { a: await NatsNonceClaims.open({ nc: ncA, ...options }), b: await NatsNonceClaims.open({ nc: ncB, ...options }) }
+})
+
+revocationBarrierContract(t, 'nats', async (t) => {
+  const bucket = fresh('barrier')
+  const open = (nc: NatsConnection) => NatsRevocationBarrier.open({ nc, bucket, heartbeatMs: 100, onWarning: (m, err) => t.fail(`${m}: ${String(err)}`) })
+  const [a, b] = [await open(ncA), await open(ncB)]
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
+  return { a, b }
+})
+
+t.test('nats revocation barrier: which gateways settled waits for', async (t) => {
+  const openOn = (nc: NatsConnection, bucket: string, extra: Partial<NatsRevocationBarrierOptions> = {}) =>
+    NatsRevocationBarrier.open({ nc, bucket, heartbeatMs: 50, lapseMs: 300, settleTimeoutMs: 5_000, ...extra })
+  const KEY = { sourceId: 'src_1', keyId: 'key_1' }
+  const never = new Promise<void>(() => undefined)
+
+  t.test('a gateway that stopped (its presence no longer rewritten) holds a revocation back for the lapse at most', async (t) => {
+    const bucket = fresh('barrier')
+    const nc = await connect({ servers: url })
+    const dying = await openOn(nc, bucket)
+    const revoker = await openOn(ncB, bucket)
+    t.teardown(() => revoker.close())
+    dying.hold(KEY, never)
+    // A crash: the connection goes, the presence key stays until it ages.
+    await nc.close()
+    const started = Date.now()
+    await revoker.settled(KEY)
+    t.ok(Date.now() - started < 2_000, `settled after ${Date.now() - started} ms, once the presence lapsed`)
+  })
+
+  t.test('a gateway that closed is not waited for', async (t) => {
+    const bucket = fresh('barrier')
+    const a = await openOn(ncA, bucket)
+    const b = await openOn(ncB, bucket)
+    t.teardown(() => b.close())
+    a.hold(KEY, never)
+    await a.close()
+    const started = Date.now()
+    await b.settled(KEY)
+    t.ok(Date.now() - started < 250, 'settled without waiting for the lapse')
+  })
+
+  t.test('a live gateway with a hold under the scope is waited for until settleTimeoutMs, then settled fails unavailable', async (t) => {
+    const bucket = fresh('barrier')
+    const a = await openOn(ncA, bucket)
+    const b = await openOn(ncB, bucket, { settleTimeoutMs: 600 })
+    t.teardown(async () => {
+      await a.close()
+      await b.close()
+    })
+    a.hold(KEY, never)
+    await t.rejects(b.settled(KEY), { code: 'unavailable' })
+    t.equal(await Promise.race([b.settled({ sourceId: 'src_2' }).then(() => 'settled'), sleep(1_000).then(() => 'waiting')]), 'settled', 'another source is not held back')
+  })
+
+  t.test("a gateway acknowledges only once its registry view has caught up, then waits for the holds taken before that", async (t) => {
+    const bucket = fresh('barrier')
+    let catchUp!: () => void
+    const a = await openOn(ncA, bucket, { caughtUp: () => new Promise<void>((resolve) => (catchUp = resolve)) })
+    const b = await openOn(ncB, bucket)
+    t.teardown(async () => {
+      await a.close()
+      await b.close()
+    })
+    const settled = b.settled(KEY)
+    await sleep(100)
+    // Taken while a's view still showed the key valid: its request may yet answer 202.
+    let answer!: () => void
+    a.hold(KEY, new Promise<void>((resolve) => (answer = resolve)))
+    t.equal(await Promise.race([settled.then(() => 'settled'), sleep(200).then(() => 'waiting')]), 'waiting', 'waits for the view')
+    catchUp()
+    t.equal(await Promise.race([settled.then(() => 'settled'), sleep(200).then(() => 'waiting')]), 'waiting', 'then for the hold taken before it')
+    answer()
+    t.equal(await Promise.race([settled.then(() => 'settled'), sleep(1_000).then(() => 'waiting')]), 'settled')
+  })
 })
