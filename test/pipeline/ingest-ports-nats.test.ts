@@ -3,8 +3,10 @@ import { connect } from '@nats-io/transport-node'
 import type { NatsConnection } from '@nats-io/transport-node'
 import { startNatsServer } from '../../harness/nats-launcher.js'
 import { NatsNonceClaims } from '../../pipeline/ingest/nats/nonce-claims.js'
+import { NatsRefusalHistory } from '../../pipeline/ingest/nats/refusal-history.js'
 import { NatsRevocationBarrier, type NatsRevocationBarrierOptions } from '../../pipeline/ingest/nats/revocation-barrier.js'
 import { nonceClaimsContract } from '../contracts/nonce-claims-contract.js'
+import { refusalHistoryContract } from '../contracts/refusal-history-contract.js'
 import { revocationBarrierContract } from '../contracts/revocation-barrier-contract.js'
 
 // The NATS adapters of the ingest ports, each run through its port's contract against a
@@ -115,4 +117,10 @@ t.test('nats revocation barrier: which gateways settled waits for', async (t) =>
     answer()
     t.equal(await Promise.race([settled.then(() => 'settled'), sleep(1_000).then(() => 'waiting')]), 'settled')
   })
+})
+
+refusalHistoryContract(t, 'nats', async (t, { perSource }) => {
+  const name = fresh('refusals')
+  const options = { stream: name, subjectPrefix: `t.${name}`, perSource, maxRecords: 100_000, onWarning: (m: string, err: unknown) => t.fail(`${m}: ${String(err)}`) }
+  return { a: await NatsRefusalHistory.open({ nc: ncA, ...options }), b: await NatsRefusalHistory.open({ nc: ncB, ...options }) }
 })
