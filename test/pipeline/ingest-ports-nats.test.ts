@@ -4,9 +4,11 @@ import type { NatsConnection } from '@nats-io/transport-node'
 import { startNatsServer } from '../../harness/nats-launcher.js'
 import { NatsNonceClaims } from '../../pipeline/ingest/nats/nonce-claims.js'
 import { NatsRefusalHistory } from '../../pipeline/ingest/nats/refusal-history.js'
+import { NatsSignalIndex } from '../../pipeline/ingest/nats/signal-index.js'
 import { NatsRevocationBarrier, type NatsRevocationBarrierOptions } from '../../pipeline/ingest/nats/revocation-barrier.js'
 import { nonceClaimsContract } from '../contracts/nonce-claims-contract.js'
 import { refusalHistoryContract } from '../contracts/refusal-history-contract.js'
+import { signalIndexContract } from '../contracts/signal-index-contract.js'
 import { revocationBarrierContract } from '../contracts/revocation-barrier-contract.js'
 
 // The NATS adapters of the ingest ports, each run through its port's contract against a
@@ -123,4 +125,10 @@ refusalHistoryContract(t, 'nats', async (t, { perSource }) => {
   const name = fresh('refusals')
   const options = { stream: name, subjectPrefix: `t.${name}`, perSource, maxRecords: 100_000, onWarning: (m: string, err: unknown) => t.fail(`${m}: ${String(err)}`) }
   return { a: await NatsRefusalHistory.open({ nc: ncA, ...options }), b: await NatsRefusalHistory.open({ nc: ncB, ...options }) }
+})
+
+signalIndexContract(t, 'nats', async (t, { dedupWindowMs }) => {
+  const name = fresh('signals')
+  const options = { stream: name, subjectPrefix: `t.${name}`, partitions: 2, dedupWindowMs, retainMs: 60_000, maxEntries: 100_000, onWarning: (m: string, err: unknown) => t.fail(`${m}: ${String(err)}`) }
+  return { a: await NatsSignalIndex.open({ nc: ncA, ...options }), b: await NatsSignalIndex.open({ nc: ncB, ...options }) }
 })
