@@ -2,6 +2,7 @@ import t from 'tap'
 import { connect } from '@nats-io/transport-node'
 import type { NatsConnection } from '@nats-io/transport-node'
 import { startNatsServer } from '../../harness/nats-launcher.js'
+import { composeNatsIngest } from '../../pipeline/ingest/nats/nats-ingest.js'
 import { NatsNonceClaims } from '../../pipeline/ingest/nats/nonce-claims.js'
 import { NatsRefusalHistory } from '../../pipeline/ingest/nats/refusal-history.js'
 import { NatsSignalIndex } from '../../pipeline/ingest/nats/signal-index.js'
@@ -131,4 +132,27 @@ signalIndexContract(t, 'nats', async (t, { dedupWindowMs }) => {
   const name = fresh('signals')
   const options = { stream: name, subjectPrefix: `t.${name}`, partitions: 2, dedupWindowMs, retainMs: 60_000, maxEntries: 100_000, onWarning: (m: string, err: unknown) => t.fail(`${m}: ${String(err)}`) }
   return { a: await NatsSignalIndex.open({ nc: ncA, ...options }), b: await NatsSignalIndex.open({ nc: ncB, ...options }) }
+})
+
+t.test('composeNatsIngest: two gateways opened on one name share their nonces, signals and refusals', async (t) => {
+  const name = fresh('composed')
+  const open = (nc: NatsConnection) => composeNatsIngest({
+    nc, name, nonceWindowMs: 60_000, maxLiveNonces: 10_000, dedupWindowMs: 60_000, signalRetainMs: 120_000, maxSignalEntries: 10_000,
+    signalPartitions: 3, refusalsPerSource: 10, maxRefusals: 10_000, onWarning: (m, err) => t.fail(`${m}: ${String(err)}`),
+  })
+  const [a, b] = [await open(ncA), await open(ncB)]
+  t.teardown(async () => {
+    await a.close()
+    await b.close()
+  })
+  const claim = { sourceId: 'src_1', keyId: 'key_1', nonce: 'n-1', now: Date.now(), sourceCap: 100 }
+  t.equal(await a.ports.nonces.claim(claim), 'claimed')
+  t.equal(await b.ports.nonces.claim(claim), 'replayed')
+  const ask = { sourceId: 'src_1', signalId: 'sig_1', idempotencyKey: undefined, bodySha256: 'ab', now: Date.now(), keyId: 'key_1', claimedNonce: 'n-1', receivedAtMs: Date.now() }
+  const check = await a.ports.signals.check(ask)
+  if (check.kind !== 'new') throw new Error(`expected new, got ${check.kind}`)
+  t.equal((await b.ports.signals.check(ask)).kind, 'in_flight')
+  check.reservation.release()
+  t.equal(await b.ports.signals.hasAccepted('src_1', 'sig_1'), false)
+  t.equal(await Promise.race([b.ports.revocations.settled({ sourceId: 'src_1' }).then(() => 'settled'), sleep(2_000).then(() => 'waiting')]), 'settled')
 })

@@ -162,6 +162,10 @@ export class NatsSignalIndex implements SignalIndex {
   async check(request: SignalCheckRequest): Promise<SignalCheck> {
     const { sourceId, signalId, idempotencyKey, bodySha256, now } = request
     const names = idempotencyKey === undefined || idempotencyKey === signalId ? [signalId] : [signalId, idempotencyKey]
+    const until = now + (this.#o.reservationTtlMs ?? 30_000)
+    // Most signals are new: try the reservation first (one round trip), read only if it fails.
+    const first = await this.#reserve(sourceId, names.map((name) => ({ name, seq: 0, entry: null })), until)
+    if (first.kind === 'new' || first.kind === 'no_room') return first
     const found = await Promise.all(names.map((name) => this.#get(sourceId, name)))
     let replay: { signal: AcceptedSignal; at: number } | undefined
     let conflict = false
@@ -189,7 +193,11 @@ export class NatsSignalIndex implements SignalIndex {
       }
       return { kind: 'replay', signal: replay.signal }
     }
-    const until = now + (this.#o.reservationTtlMs ?? 30_000)
+    return this.#reserve(sourceId, free, until)
+  }
+
+  /** Pending entries on every one of `free` (under the seq each was found at), or none of them. */
+  async #reserve(sourceId: string, free: readonly Found[], until: number): Promise<SignalCheck> {
     const puts = await Promise.all(free.map((f) => this.#put(sourceId, f.name, { s: 'pending', until }, f.seq)))
     const held = puts.map((p, i) => ({ name: free[i]!.name, seq: p })).filter((h): h is { name: string; seq: number } => typeof h.seq === 'number')
     if (held.length < free.length) {
