@@ -98,7 +98,8 @@ export type SignalCheck =
 /**
  * A new signal's hold on its ids, from its check until its answer: a concurrent request
  * with the same signal_id or Idempotency-Key, on any gateway, gets `in_flight`. NATS: a
- * pending entry made with create-if-absent, completed under its revision.
+ * pending entry made with create-if-absent, completed under its sequence, and freed by
+ * its expiry if its gateway dies before it ends.
  */
 export interface SignalReservation {
   /**
@@ -122,8 +123,10 @@ export interface SignalReservation {
  * (one namespace per source) with the SHA-256 of the raw body: within the dedup window a
  * retry with the same body gets the first 202 (its `received_at`) back, another body a
  * conflict; past the window, a signal_id seen before is `reused`, never a second signal
- * (as far back as the signal-id history reaches). NATS: KV entries per id under expected
- * revisions, with the log's `msgID` dedup as the last word on the append.
+ * (as far back as the signal-id history reaches). NATS: one stream subject per (source,
+ * id) written create-if-absent and under its last sequence, sources spread over several
+ * streams so that no one server holds every id of the window, with the log's `msgID`
+ * dedup as the last word on the append.
  */
 export interface SignalIndex {
   check(request: SignalCheckRequest): Promise<SignalCheck>

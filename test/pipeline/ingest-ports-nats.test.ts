@@ -156,3 +156,37 @@ t.test('composeNatsIngest: two gateways opened on one name share their nonces, s
   t.equal(await b.ports.signals.hasAccepted('src_1', 'sig_1'), false)
   t.equal(await Promise.race([b.ports.revocations.settled({ sourceId: 'src_1' }).then(() => 'settled'), sleep(2_000).then(() => 'waiting')]), 'settled')
 })
+
+t.test('nats bounds: the servers hold what the options allow, no more', async (t) => {
+  t.test('past maxLiveNonces a claim is store_full, and nothing was claimed', async (t) => {
+    const name = fresh('nonces')
+    const claims = await NatsNonceClaims.open({ nc: ncA, stream: name, subjectPrefix: `t.${name}`, windowMs: 60_000, maxLiveNonces: 3 })
+    const claim = (nonce: string) => claims.claim({ sourceId: 'src_1', keyId: 'key_1', nonce, now: Date.now(), sourceCap: 100 })
+    for (const nonce of ['n-1', 'n-2', 'n-3']) t.equal(await claim(nonce), 'claimed')
+    t.equal(await claim('n-4'), 'store_full')
+    t.equal(await claim('n-1'), 'replayed', 'a held nonce is still replayed')
+  })
+
+  t.test('past maxEntries a new signal is no_room store_full, and its id stays free', async (t) => {
+    const name = fresh('signals')
+    const index = await NatsSignalIndex.open({ nc: ncA, stream: name, subjectPrefix: `t.${name}`, partitions: 1, dedupWindowMs: 60_000, retainMs: 60_000, maxEntries: 2, onWarning: (m) => t.fail(m) })
+    const ask = (signalId: string) => ({ sourceId: 'src_1', signalId, idempotencyKey: undefined, bodySha256: 'ab', now: Date.now(), keyId: 'key_1', claimedNonce: undefined, receivedAtMs: Date.now() })
+    for (const id of ['sig_1', 'sig_2']) t.equal((await index.check(ask(id))).kind, 'new')
+    t.same(await index.check(ask('sig_3')), { kind: 'no_room', room: 'store_full' })
+    t.equal(await index.hasAccepted('src_1', 'sig_3'), false)
+  })
+
+  t.test("a reservation whose gateway died frees its ids after reservationTtlMs", async (t) => {
+    const name = fresh('signals')
+    const options = { stream: name, subjectPrefix: `t.${name}`, partitions: 1, dedupWindowMs: 60_000, retainMs: 60_000, maxEntries: 100, reservationTtlMs: 300, onWarning: (m: string) => t.fail(m) }
+    const [a, b] = [await NatsSignalIndex.open({ nc: ncA, ...options }), await NatsSignalIndex.open({ nc: ncB, ...options })]
+    const ask = () => ({ sourceId: 'src_1', signalId: 'sig_1', idempotencyKey: undefined, bodySha256: 'ab', now: Date.now(), keyId: 'key_1', claimedNonce: undefined, receivedAtMs: Date.now() })
+    t.equal((await a.check(ask())).kind, 'new', 'held, never released (its gateway died)')
+    const waiting = await b.check(ask())
+    if (waiting.kind !== 'in_flight') throw new Error(`expected in_flight, got ${waiting.kind}`)
+    await waiting.settled
+    const again = await b.check(ask())
+    t.equal(again.kind, 'new', 'taken over once the reservation expired')
+    if (again.kind === 'new') again.reservation.release()
+  })
+})
