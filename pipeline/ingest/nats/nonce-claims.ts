@@ -30,9 +30,8 @@ export interface NatsNonceClaimsOptions {
  * claim, with an empty body.
  *
  * Expiry: the stream's max_age is the nonce window. 2.9 has no per-message TTL, so the
- * age limit of the stream is what frees a nonce; the server sweeps expired messages
- * about once a second, so a nonce may be held up to a second past the window (never
- * less). `max_msgs_per_subject: 1` with `discard_new_per_subject` makes a publish
+ * age limit of the stream is what frees a nonce: the server removes a claim once it is
+ * older than the window, a moment after it at most, never before. `max_msgs_per_subject: 1` with `discard_new_per_subject` makes a publish
  * without the expectation unable to replace a claim.
  *
  * Memory: ~190 B of server memory per live subject (nats-server 2.9.10, measured), so a
