@@ -98,7 +98,8 @@ export type SignalCheck =
 /**
  * A new signal's hold on its ids, from its check until its answer: a concurrent request
  * with the same signal_id or Idempotency-Key, on any gateway, gets `in_flight`. NATS: a
- * pending entry made with create-if-absent, completed under its revision.
+ * pending entry made with create-if-absent, completed under its sequence, and freed by
+ * its expiry if its gateway dies before it ends.
  */
 export interface SignalReservation {
   /**
@@ -122,8 +123,10 @@ export interface SignalReservation {
  * (one namespace per source) with the SHA-256 of the raw body: within the dedup window a
  * retry with the same body gets the first 202 (its `received_at`) back, another body a
  * conflict; past the window, a signal_id seen before is `reused`, never a second signal
- * (as far back as the signal-id history reaches). NATS: KV entries per id under expected
- * revisions, with the log's `msgID` dedup as the last word on the append.
+ * (as far back as the signal-id history reaches). NATS: one stream subject per (source,
+ * id) written create-if-absent and under its last sequence, sources spread over several
+ * streams so that no one server holds every id of the window, with the log's `msgID`
+ * dedup as the last word on the append.
  */
 export interface SignalIndex {
   check(request: SignalCheckRequest): Promise<SignalCheck>
@@ -179,16 +182,22 @@ export interface RevocationScope {
 }
 
 /**
- * "No 202 under a key once its revocation is acknowledged", and none for a source once
- * its retirement is. Each request takes its last look at its key and source just before
- * its append and holds the barrier from then until it has its answer; the revoker, once
- * the revocation is durable, waits for `settled` before acknowledging it. Requests that
- * look after the revocation see it and are refused, so together no 202 follows.
+ * "No 202 under a key once its revocation is acknowledged, on any gateway", and none for
+ * a source once its retirement is. Each request takes its last look at its key and source
+ * just before its append and holds the barrier from then until it has its answer; the
+ * revoker, once the revocation is durable, waits for `settled` before acknowledging it.
+ * Requests that look after the revocation see it and are refused, so together no 202
+ * follows.
  *
  * Across gateways, `settled` must wait for the holds of every gateway that may still see
- * the key as valid. NATS: the revoker bumps a revocation epoch (a KV key); each gateway
- * watches it and, once its holds taken before the bump are answered, writes the epoch it
- * has settled under its own key, which the revoker waits for from every live gateway.
+ * the key as valid: on each live gateway, every hold under the scope taken before that
+ * gateway's view of the registry showed the change. A gateway learns of a `settled` call
+ * a moment after it is made (a watch), so a hold taken in that moment may be waited for
+ * too; a hold taken after it is not, and a steady stream of requests never holds a
+ * revocation back. NATS: the revoker writes an ask (a KV key); each gateway watches the
+ * asks and, once its view has caught up and its earlier holds under the scope are
+ * answered, writes its acknowledgement, which the revoker waits for from every gateway
+ * whose presence key is fresh.
  */
 export interface RevocationBarrier {
   /**
