@@ -616,6 +616,8 @@ t.test('over-rate going on for OVER_RATE_FLAG_MINUTES flags the source for revie
     for (let i = 0; i < 2; i++) codes.push(await passed(verifier, pipeline.process(request())).then(() => 'accepted', (err: { code: string }) => err.code))
     t.same(codes, ['accepted', 'rate_limited'], `at ${offsetMs / 1000} s`)
     await settle()
+    // Flagging is written to the registry's bucket without holding up the 429: wait for the write.
+    await registry.settle()
     return registry.source(source.source_id)?.flagged_for_review_at !== null
   }
   t.equal(await flaggedAfter(0), false)
