@@ -1,8 +1,8 @@
-import { DeliveryKeys, KvTicketStore, LiveTail, StreamHub, Webhooks, webhookBucketLimits } from './delivery/index.js'
-import { MillisecondsHistogram } from './gateway/index.js'
-import type { DeliveryRouteOptions } from './gateway/role-routes.js'
-import type { Rentals } from './rentals/index.js'
-import type { ServiceCore } from './service-setup.js'
+import { DeliveryKeys, KvTicketStore, LiveTail, StreamHub, Webhooks, webhookBucketLimits } from '../delivery/index.js'
+import { MillisecondsHistogram } from '../gateway/index.js'
+import type { DeliveryRouteOptions } from '../gateway/role-routes.js'
+import type { Rentals } from '../rentals/index.js'
+import type { ServiceCore } from './setup.js'
 
 /** Stream tickets outstanding at once, all renters together: the last bound, past the per-rental and per-renter ones; past it a new one gets 503 overloaded. */
 export const STREAM_TICKETS_MAX = 100_000

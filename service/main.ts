@@ -1,9 +1,9 @@
 import { pino } from 'pino'
-import { ConfigError, describeConfig, loadConfig, missingNodeFlags } from './config/index.js'
+import { ConfigError, describeConfig, loadConfig, missingNodeFlags } from '../config/index.js'
 import { DataDirLockedError } from './data-dir-lock.js'
-import { PortInUseError } from './gateway/index.js'
-import { isLogError } from './pipeline/index.js'
-import { RegistryError } from './registry/index.js'
+import { PortInUseError } from '../gateway/index.js'
+import { isLogError } from '../pipeline/index.js'
+import { RegistryError } from '../registry/index.js'
 import { startService } from './service.js'
 
 /** sysexits.h EX_TEMPFAIL: a restart is expected to fix it. */

@@ -1,7 +1,7 @@
 import { join } from 'node:path'
-import { ClickHouseReceiptStore, isReceiptStoreError, type ClickHouseTarget } from './receipts/index.js'
-import { Recorder } from './recorder/index.js'
-import type { ServiceCore } from './service-setup.js'
+import { ClickHouseReceiptStore, isReceiptStoreError, type ClickHouseTarget } from '../receipts/index.js'
+import { Recorder } from '../recorder/index.js'
+import type { ServiceCore } from './setup.js'
 
 /**
  * The receipt store, for the roles that read receipts (gateway) or write them (recorder):

@@ -2,10 +2,10 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import type { Logger } from 'pino'
-import { ConfigError, isUsableAdminToken, type Config } from './config/index.js'
-import type { SignalLog } from './pipeline/index.js'
-import type { Registry } from './registry/index.js'
-import { replaceFileDurably, type OpenKvBucket } from './storage/index.js'
+import { ConfigError, isUsableAdminToken, type Config } from '../config/index.js'
+import type { SignalLog } from '../pipeline/index.js'
+import type { Registry } from '../registry/index.js'
+import { replaceFileDurably, type OpenKvBucket } from '../storage/index.js'
 
 /** What every role's part of the service is built on: the backends one process opens once. */
 export interface ServiceCore {
