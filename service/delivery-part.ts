@@ -26,7 +26,7 @@ export interface DeliveryPart {
 export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Promise<DeliveryPart> {
   const { config, logger, steps, signalLog, registry } = core
   // One tail of the log feeds every rental event stream and webhook of this process.
-  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
+  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying'), core.backends.tailConsumerName))
   // Renters' webhooks: endpoints, positions, retry state, attempts and dead letters on the key-value port.
   const webhooksBucket = await steps.time('webhooks', () => core.openBucket('webhooks', webhookBucketLimits(config.RENTALS_MAX)))
   // The delivery key ring, private keys included, in a bucket of its own so that access to it can be granted apart from the rest (a secret).

@@ -1,7 +1,11 @@
 import { join } from 'node:path'
 import { ClickHouseReceiptStore, isReceiptStoreError, type ClickHouseTarget } from '../receipts/index.js'
+import { openLeasedConsumer, type LeasedConsumer } from '../pipeline/index.js'
 import { Recorder } from '../recorder/index.js'
 import type { ServiceCore } from './setup.js'
+
+/** The recorder's durable consumer: the one name every recorder of a deployment pulls. */
+const RECORDER_CONSUMER = 'recorder'
 
 /**
  * The receipt store, for the roles that read receipts (gateway) or write them (recorder):
@@ -30,7 +34,7 @@ export async function openReceiptStore(core: ServiceCore): Promise<ClickHouseRec
  * resumes from its acknowledged position, so signals accepted while no recorder ran
  * (a gateway-only process on this DATA_DIR) are recorded when one starts.
  */
-export function createRecorder(core: ServiceCore, receipts: ClickHouseReceiptStore, lastSeq: () => number): Recorder {
+export function createRecorder(core: ServiceCore, receipts: ClickHouseReceiptStore, lastSeq: () => number, consumer?: LeasedConsumer): Recorder {
   const { config, logger } = core
   return new Recorder({
     log: core.signalLog,
@@ -41,5 +45,39 @@ export function createRecorder(core: ServiceCore, receipts: ClickHouseReceiptSto
     batchMax: config.RECORDER_BATCH,
     flushMs: config.RECORDER_FLUSH_MS,
     retryMaxMs: config.RECORDER_RETRY_MAX_MS,
+    ...(consumer && { openConsumer: async () => consumer }),
   })
+}
+
+/** Leases are a few small entries: one per leased consumer. */
+const LEASES_BUCKET_LIMITS = { maxKeys: 1024, maxValueBytes: 1024 }
+
+/**
+ * The recorder's durable consumer under a lease on the key-value port, in refuse mode:
+ * two recorders pulling one consumer lose records (an ack covers every record before it),
+ * so a second recorder of the cluster does not start; it names the holder. A lease lost
+ * while running (this process frozen past its validity) stops the process, whose restart
+ * takes the lease again or is refused.
+ */
+export async function openRecorderLease(core: ServiceCore): Promise<{ consumer: LeasedConsumer; close(): Promise<void> }> {
+  const bucket = await core.openBucket('leases', LEASES_BUCKET_LIMITS)
+  try {
+    const consumer = await core.steps.time('recorder_lease', () =>
+      openLeasedConsumer(core.signalLog, bucket, RECORDER_CONSUMER, undefined, {
+        mode: 'refuse',
+        onLost: (loss) => core.failFatally(new Error(`the recorder's lease was lost (${loss.reason}, now held by ${loss.holder ?? 'nobody'})`), 'recorder lease lost; stopping so that another recorder goes on'),
+        onError: (err) => core.logger.warn({ err }, 'recorder lease: a renewal failed'),
+      }),
+    )
+    return {
+      consumer,
+      async close() {
+        await consumer.close()
+        await bucket.close()
+      },
+    }
+  } catch (err) {
+    await bucket.close()
+    throw err
+  }
 }
