@@ -58,3 +58,14 @@ t.test('a recorder on NATS starts ready; a second one on the same NATS is refuse
   t.equal(consumer.config.durable_name, 'recorder', "the recorder's durable consumer is on the JetStream stream SIGNALS")
   await t.rejects(launchGateway({ env, adminToken }), /consumer recorder is held by [^ ]+\/\d+\/\d+/)
 })
+
+t.test('delivery processes on NATS start ready, each following the log with a consumer of its own', async (t) => {
+  const env = { NATS_URL: nats.urls, ROLE: 'delivery', ADMIN_TOKEN: adminToken }
+  const [a, b] = await Promise.all([startTestGateway(t, { env, adminToken }), startTestGateway(t, { env, adminToken })])
+  for (const gw of [a, b]) t.equal((await fetch(`${gw.url}/readyz`)).status, 200, 'ready')
+  const nc = await connect({ servers: nats.urls })
+  t.teardown(() => nc.close())
+  const names: string[] = []
+  for await (const info of (await jetstreamManager(nc)).consumers.list('SIGNALS')) if (info.name.startsWith('delivery-live')) names.push(info.name)
+  t.equal(names.length, 2, `two tails, not one shared (whose records the processes would split): ${names.join(', ')}`)
+})
