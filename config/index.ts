@@ -23,6 +23,9 @@ const Env = {
   ADMIN_TOKEN: { type: 'string', default: '', help: `admin bearer token, 32 to ${MAX_TOKEN_CHARS} visible ASCII characters; generated into DATA_DIR/admin-token when empty` },
   PUBLIC_BASE_URL: { type: 'string', default: '', help: 'base URL used in ingest_endpoint; default http://localhost:<bound port>' },
   TRUSTED_PROXIES: { type: 'string', default: '', help: 'addresses or CIDR prefixes, comma-separated, of the proxies in front of the gateway: on their connections the client address of the per-address lanes is read from X-Forwarded-For; empty trusts none' },
+  NATS_URL: { type: 'string', default: '', help: 'NATS servers, comma-separated (nats://host:4222,...): the signal log on JetStream and the shared state on NATS KV, for the processes of a cluster; empty keeps both under DATA_DIR (docs/operations.md, Running a cluster)' },
+  NATS_REPLICAS: { type: 'int', default: 1, min: 1, max: 5, help: 'copies of the signal stream and of each key-value bucket on NATS: 1, 3 or 5 (durability on NATS is replication)' },
+  NATS_STREAM: { type: 'string', default: 'SIGNALS', help: 'name of the JetStream stream holding the signal log (1 to 64 of A-Z a-z 0-9 _ -)' },
   LOG_LEVEL: { type: 'enum', default: 'info', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'], help: 'pino log level' },
   JOURNAL_FSYNC: { type: 'enum', default: 'always', values: ['always', 'interval', 'never'], help: 'when an append counts as durable (docs/operations.md, Durability)' },
   JOURNAL_QUEUE_LIMIT: { type: 'int', default: 4096, min: 1, max: 1_000_000, help: 'verified signals waiting for the durable append before the edge sheds new requests with 503 (a slow disk must not grow memory with the connection count; each holds its body, up to 16 KB)' },
@@ -169,6 +172,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (config.JOURNAL_RETENTION_MAX_AGE_S < config.DEDUP_WINDOW_S) {
     throw new ConfigError(`JOURNAL_RETENTION_MAX_AGE_S=${config.JOURNAL_RETENTION_MAX_AGE_S} is shorter than DEDUP_WINDOW_S=${config.DEDUP_WINDOW_S}: the journal must keep at least the dedup window`)
   }
+  if (config.NATS_URL !== '') checkClusterConfig(config)
   try {
     parseTrustedProxies(config.TRUSTED_PROXIES)
   } catch (err) {
@@ -188,6 +192,31 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     config.PUBLIC_BASE_URL = origin
   }
   return config
+}
+
+/**
+ * The rules of a process on NATS (NATS_URL set). Each process keeps its own DATA_DIR, so
+ * a generated admin token would differ between the processes of one cluster: the token is
+ * given. A gateway on NATS needs the nonce claims, the signal index and the refusal
+ * history shared by every gateway; this release keeps them in the process only, and two
+ * gateways each with its own would accept a replayed nonce or a duplicate signal, so the
+ * gateway part does not start on NATS.
+ */
+function checkClusterConfig(config: Config): void {
+  if (config.ADMIN_TOKEN === '') {
+    throw new ConfigError('NATS_URL is set but ADMIN_TOKEN is not: every process of a cluster has its own DATA_DIR, so a generated token would differ between them; set the same ADMIN_TOKEN on each process')
+  }
+  if (config.ROLE === 'all' || config.ROLE === 'gateway') {
+    throw new ConfigError(
+      `ROLE=${config.ROLE} with NATS_URL: the ingest state shared by the gateways of a cluster (nonces, dedup, refusals) is not in this release, and a gateway with its own would accept replays; run the gateway without NATS_URL, or ROLE=recorder or ROLE=delivery on NATS (docs/operations.md, Running a cluster)`,
+    )
+  }
+  if (![1, 3, 5].includes(config.NATS_REPLICAS)) {
+    throw new ConfigError(`NATS_REPLICAS=${config.NATS_REPLICAS} is not valid: 1, 3 or 5 (an odd count keeps a majority through the loss of a server)`)
+  }
+  if (!/^[A-Za-z0-9_-]{1,64}$/.test(config.NATS_STREAM)) {
+    throw new ConfigError(`NATS_STREAM=${JSON.stringify(config.NATS_STREAM)} is not valid: ${Env.NATS_STREAM.help}`)
+  }
 }
 
 /**

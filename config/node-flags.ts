@@ -2,8 +2,8 @@
  * The V8 flags the gateway process is started with. They cannot be set from inside
  * the process (the heap is sized when it is created) nor through NODE_OPTIONS, so
  * every launcher passes them: `npm start`, the systemd unit (test/gateway/launch-flags.test.ts
- * keeps those two in step), and harness/gateway-launcher.ts, which starts `dist/main.js`
- * for the tests and the benchmark. `main.ts` warns when they are missing.
+ * keeps those two in step), and harness/gateway-launcher.ts, which starts `dist/service/main.js`
+ * for the tests and the benchmark. `service/main.ts` warns when they are missing.
  *
  * --initial-old-space-size=128: V8 sets the old generation's next collection point
  * from what survived the last full one, about 15 MB here, so after a burst the

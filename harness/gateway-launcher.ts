@@ -15,8 +15,8 @@ import { NODE_FLAGS } from '../config/index.js'
  * It is compiled into dist/, unlike test/, because the benchmark runs from there.
  */
 
-/** `dist/main.js`. The tests load this file as source (harness/, under tap), the bench as built (dist/harness/). */
-export const GATEWAY_MAIN = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../dist/main.js' : '../main.js', import.meta.url))
+/** `dist/service/main.js`. The tests load this file as source (harness/, under tap), the bench as built (dist/harness/). */
+export const GATEWAY_MAIN = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../dist/service/main.js' : '../service/main.js', import.meta.url))
 const START_TIMEOUT_MS = 30_000
 /** Above the gateway's default SHUTDOWN_GRACE_MS, so a clean drain is never cut short. */
 const STOP_TIMEOUT_MS = 20_000

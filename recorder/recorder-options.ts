@@ -1,4 +1,4 @@
-import type { SignalLog } from '../pipeline/index.js'
+import type { LogConsumer, SignalLog } from '../pipeline/index.js'
 import type { ReceiptStore } from '../receipts/index.js'
 import type { DisputeRecord } from '../registry/index.js'
 
@@ -36,6 +36,11 @@ export interface RecorderOptions {
   readonly unknownSourceGraceMs?: number
   /** The durable consumer's name (default `recorder`). */
   readonly consumerName?: string
+  /**
+   * Opens the consumer instead of `log.consumer(consumerName)`: a consumer opened under a
+   * lease, where other processes of a cluster could pull the same one.
+   */
+  readonly openConsumer?: () => Promise<LogConsumer>
   readonly now?: () => number
 }
 

@@ -140,7 +140,7 @@ export class Recorder {
     while (consumer === undefined) {
       if (this.#closing) return
       try {
-        consumer = await this.#o.log.consumer(this.#o.consumerName ?? 'recorder')
+        consumer = await (this.#o.openConsumer?.() ?? this.#o.log.consumer(this.#o.consumerName ?? 'recorder'))
       } catch (err) {
         if (isLogError(err, 'log_closed')) return
         this.#o.logger.error({ err }, 'recorder: cannot open its log consumer; retrying')

@@ -1,5 +1,5 @@
 // Loaded (node --import) into each test process of `npm run test:unit`: starting the built
-// gateway (dist/main.js) throws there. scripts/unit-tests.mjs picks the files that cannot
+// gateway (dist/service/main.js) throws there. scripts/unit-tests.mjs picks the files that cannot
 // reach the gateway launcher; this catches one that starts the gateway some other way, so
 // the unit run stays what it says instead of quietly growing gateway start-ups.
 import childProcess from 'node:child_process'
@@ -7,7 +7,7 @@ import { syncBuiltinESMExports } from 'node:module'
 import { promisify } from 'node:util'
 
 const commandLine = (command, args) => [command, ...(Array.isArray(args) ? args : [])].filter((a) => typeof a === 'string')
-const startsGateway = (command, args) => commandLine(command, args).some((a) => /(^|[/\\])dist[/\\]main\.js$/.test(a))
+const startsGateway = (command, args) => commandLine(command, args).some((a) => /(^|[/\\])dist[/\\]service[/\\]main\.js$/.test(a))
 
 for (const name of ['spawn', 'spawnSync', 'execFile', 'execFileSync', 'fork']) {
   const original = childProcess[name]

@@ -34,7 +34,7 @@ const TARGETS = {
     // A build `tsc` rewrites this file every time, so a build that did not go through this
     // script (a bare `npx tsc -p tsconfig.build.json` of other sources) changes its mtime
     // and the stamp no longer vouches for dist/.
-    output: 'dist/main.js',
+    output: 'dist/service/main.js',
   },
   typecheck: {
     tsconfig: 'tsconfig.json',

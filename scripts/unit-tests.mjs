@@ -14,7 +14,7 @@
 // Nothing to keep up to date by hand: a new test file is sorted by what it imports.
 //
 // And it is enforced where it matters: the test processes run with
-// scripts/no-gateway-preload.mjs, which makes any spawn of dist/main.js throw, so a file
+// scripts/no-gateway-preload.mjs, which makes any spawn of dist/service/main.js throw, so a file
 // that reaches the gateway some other way (a path of its own) fails loudly instead.
 import { spawnSync } from 'node:child_process'
 import { readFileSync } from 'node:fs'

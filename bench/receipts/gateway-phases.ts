@@ -8,7 +8,7 @@ import { closeLagAgent } from './recorder-lag.js'
 import type { Timing } from './stats.js'
 
 /**
- * The phases through the real gateway (`dist/main.js`, harness/gateway-launcher.ts) started
+ * The phases through the real gateway (`dist/service/main.js`, harness/gateway-launcher.ts) started
  * on the seeded data folder, once this process has closed its own engine on it (chDB binds
  * one data folder per process, and two engines must never share one): page latency and
  * exports through HTTP as the admin, then signed ingest with the recorder on

@@ -10,10 +10,10 @@ import { missingNodeFlags, NODE_FLAGS } from '../../config/index.js'
 
 const root = new URL('../../', import.meta.url)
 
-/** The flags between `node` and `dist/main.js` in a command line. */
+/** The flags between `node` and `dist/service/main.js` in a command line. */
 function nodeFlagsOf(command: string): string[] {
-  const m = /(?:^|\s)(?:\S*\/)?node((?:\s+--\S+)*)\s+dist\/main\.js\b/.exec(command)
-  if (m === null) throw new Error(`no "node … dist/main.js" in ${command}`)
+  const m = /(?:^|\s)(?:\S*\/)?node((?:\s+--\S+)*)\s+dist\/service\/main\.js\b/.exec(command)
+  if (m === null) throw new Error(`no "node … dist/service/main.js" in ${command}`)
   return (m[1] as string).trim().split(/\s+/).filter((f) => f !== '')
 }
 

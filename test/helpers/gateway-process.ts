@@ -1,7 +1,7 @@
 import { launchGateway, type LaunchedGateway, type LaunchOptions } from '../../harness/gateway-launcher.js'
 
 /**
- * The built service (`dist/main.js`, built by `npm test`'s pretest) for one test, killed
+ * The built service (`dist/service/main.js`, built by `npm test`'s pretest) for one test, killed
  * when the test ends. It logs at info: the tests read its lines, and the launcher its
  * port. Pass `dataDir` to restart on the state of an earlier one.
  */

@@ -60,7 +60,7 @@ t.test('the documented example runs from another project and pushes to a started
 })
 
 t.test('only ./sdk is exported: a deep import of the service is refused', async (t) => {
-  const { stdout } = await node(['--input-type=module', '-e', "import('signal-ingest-gateway/dist/main.js').then(() => console.log('loaded'), (e) => console.log(e.code))"])
+  const { stdout } = await node(['--input-type=module', '-e', "import('signal-ingest-gateway/dist/service/main.js').then(() => console.log('loaded'), (e) => console.log(e.code))"])
   t.equal(stdout.trim(), 'ERR_PACKAGE_PATH_NOT_EXPORTED')
 })
 

@@ -4,7 +4,7 @@ import { readFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { DataDirLockedError, LOCK_FILE, lockDataDir } from '../../data-dir-lock.js'
+import { DataDirLockedError, LOCK_FILE, lockDataDir } from '../../service/data-dir-lock.js'
 
 async function folder(t: { teardown(fn: () => unknown): void }): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'sgw-lock-'))

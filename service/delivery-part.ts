@@ -1,8 +1,8 @@
-import { DeliveryKeys, KvTicketStore, LiveTail, StreamHub, Webhooks, webhookBucketLimits } from './delivery/index.js'
-import { MillisecondsHistogram } from './gateway/index.js'
-import type { DeliveryRouteOptions } from './gateway/role-routes.js'
-import type { Rentals } from './rentals/index.js'
-import type { ServiceCore } from './service-setup.js'
+import { DeliveryKeys, KvTicketStore, LiveTail, StreamHub, Webhooks, webhookBucketLimits } from '../delivery/index.js'
+import { MillisecondsHistogram } from '../gateway/index.js'
+import type { DeliveryRouteOptions } from '../gateway/role-routes.js'
+import type { Rentals } from '../rentals/index.js'
+import type { ServiceCore } from './setup.js'
 
 /** Stream tickets outstanding at once, all renters together: the last bound, past the per-rental and per-renter ones; past it a new one gets 503 overloaded. */
 export const STREAM_TICKETS_MAX = 100_000
@@ -26,7 +26,7 @@ export interface DeliveryPart {
 export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Promise<DeliveryPart> {
   const { config, logger, steps, signalLog, registry } = core
   // One tail of the log feeds every rental event stream and webhook of this process.
-  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying')))
+  const tail = await steps.time('delivery_tail', () => LiveTail.start(signalLog, (err) => logger.warn({ err }, 'delivery tail: reading the log failed; retrying'), core.backends.tailConsumerName))
   // Renters' webhooks: endpoints, positions, retry state, attempts and dead letters on the key-value port.
   const webhooksBucket = await steps.time('webhooks', () => core.openBucket('webhooks', webhookBucketLimits(config.RENTALS_MAX)))
   // The delivery key ring, private keys included, in a bucket of its own so that access to it can be granted apart from the rest (a secret).

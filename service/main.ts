@@ -1,9 +1,9 @@
 import { pino } from 'pino'
-import { ConfigError, describeConfig, loadConfig, missingNodeFlags } from './config/index.js'
+import { ConfigError, describeConfig, loadConfig, missingNodeFlags } from '../config/index.js'
 import { DataDirLockedError } from './data-dir-lock.js'
-import { PortInUseError } from './gateway/index.js'
-import { isLogError } from './pipeline/index.js'
-import { RegistryError } from './registry/index.js'
+import { PortInUseError } from '../gateway/index.js'
+import { ConsumerHeldError, isLogError } from '../pipeline/index.js'
+import { RegistryError } from '../registry/index.js'
 import { startService } from './service.js'
 
 /** sysexits.h EX_TEMPFAIL: a restart is expected to fix it. */
@@ -64,7 +64,8 @@ main().catch((err: unknown) => {
     process.stderr.write(`damaged data in DATA_DIR, not started (a restart would read the same bytes): ${err.message}\n`)
     process.exit(EXIT_DATAERR)
   }
-  if (err instanceof DataDirLockedError || err instanceof PortInUseError) {
+  // Another process holds what this one needs (its folder, its port, the recorder's consumer on NATS).
+  if (err instanceof DataDirLockedError || err instanceof PortInUseError || err instanceof ConsumerHeldError) {
     process.stderr.write(`not started: ${err.message}\n`)
     process.exit(1)
   }

@@ -1,16 +1,15 @@
-import { join, resolve } from 'node:path'
+import { resolve } from 'node:path'
 import type { Logger } from 'pino'
-import { ConfigError, parseTrustedProxies, type Config, type Role } from './config/index.js'
+import { ConfigError, parseTrustedProxies, type Config, type Role } from '../config/index.js'
 import { lockDataDir } from './data-dir-lock.js'
-import { startGateway } from './gateway/index.js'
-import { openJournal, type SignalLog } from './pipeline/index.js'
-import { fileKvBuckets } from './storage/index.js'
-import { migrateLegacyRegistry, Registry } from './registry/index.js'
-import { Rentals } from './rentals/index.js'
-import { openDeliveryPart } from './service-delivery.js'
-import { openGatewayPart } from './service-gateway.js'
-import { createRecorder, openReceiptStore } from './service-recorder.js'
-import { adminToken, followLogEnd, makeDir, stepTimer, type ServiceCore } from './service-setup.js'
+import { startGateway } from '../gateway/index.js'
+import { openBackends } from '../backends/index.js'
+import { migrateLegacyRegistry, Registry } from '../registry/index.js'
+import { Rentals } from '../rentals/index.js'
+import { openDeliveryPart } from './delivery-part.js'
+import { openGatewayPart } from './gateway-part.js'
+import { createRecorder, openReceiptStore, openRecorderLease } from './recorder-part.js'
+import { adminToken, followLogEnd, makeDir, stepTimer, type ServiceCore } from './setup.js'
 
 export interface RunningService {
   readonly port: number
@@ -33,7 +32,7 @@ const ROLE_PARTS: Record<Role, { readonly gateway: boolean; readonly recorder: b
   delivery: { gateway: false, recorder: false, delivery: true },
 }
 
-/** Opens the backends of the embedded deployment that ROLE needs and starts its parts, with the HTTP edge on top. */
+/** Opens the backends (embedded, or NATS with NATS_URL) and the parts ROLE needs and starts its parts, with the HTTP edge on top. */
 export async function startService(config: Config, logger: Logger): Promise<RunningService> {
   const dataDir = resolve(config.DATA_DIR)
   await makeDir(dataDir).catch((err: NodeJS.ErrnoException) => {
@@ -64,13 +63,10 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     else process.stderr.write(`admin token is in ${admin.file}\n`)
   }
 
-  // Shared state on the key-value port: files under DATA_DIR/kv here, NATS KV buckets in a cluster.
-  const openBucket = fileKvBuckets({
-    dir: join(dataDir, 'kv'),
-    // A failed fsync: what reached the disk is unknown until the files are read again.
-    onFailure: (err) => core.failFatally(err, 'a key-value bucket failed; stopping so that a restart reloads it from disk'),
-    onWarning: (message, err) => logger.warn({ err }, message),
-  })
+  let failFatally: ServiceCore['failFatally'] = () => undefined
+  // The journal and file buckets under DATA_DIR, or JetStream and NATS KV (NATS_URL).
+  const backends = await openBackends({ config, logger, dataDir, time: (step, run) => steps.time(step, run), failFatally: (err, message) => failFatally(err, message) })
+  const { signalLog, openBucket } = backends
   // Every role authenticates its callers against the registry; the recorder also follows its disputes.
   const registryBucket = await openBucket('registry', Registry.bucketLimits())
   const registry = await steps.time('registry', async () => {
@@ -79,23 +75,6 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     if (migrated !== undefined) logger.info({ entries: migrated }, 'registry files copied into the registry bucket and renamed *.migrated')
     return Registry.open(registryBucket, admin.token, { onWarning: (message, err) => logger.warn({ err }, message) })
   })
-  // The dedup id is written with each record, for consumers and the JetStream backend; the
-  // gateway role's own dedup index decides before every append, so the journal keeps no copy.
-  const signalLog: SignalLog = await steps.time('journal', () =>
-    openJournal({
-      dir: join(dataDir, 'journal'),
-      fsync: config.JOURNAL_FSYNC,
-      fsyncIntervalMs: config.JOURNAL_FSYNC_INTERVAL_MS,
-      dedupWindowMs: 0,
-      maxAgeMs: config.JOURNAL_RETENTION_MAX_AGE_S * 1000,
-      maxBytes: config.JOURNAL_RETENTION_MAX_BYTES,
-      // A start rebuilds the dedup and nonce state from this window of the journal.
-      keepNewerThanMs: config.DEDUP_WINDOW_S * 1000,
-      // Records found whole in the cut were written but never synced, so none was acknowledged.
-      onRepair: (tail) => logger.warn({ tail }, 'signal log: cut a torn tail left by a crash'),
-      onWarning: (message, err) => logger.warn({ err }, message),
-    }),
-  )
   let failed = false
   let reportFatal: (err: Error) => void = () => undefined
   const fatal = new Promise<Error>((resolve) => (reportFatal = resolve))
@@ -107,6 +86,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     registry,
     signalLog,
     openBucket,
+    backends,
     // Stop reporting ready so traffic moves away, and have the process restarted (exit 75), which starts it afresh.
     failFatally: (err, message) => {
       if (failed) return
@@ -115,6 +95,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       reportFatal(err)
     },
   }
+  failFatally = core.failFatally
 
   // Rentals: the control plane makes and ends them, delivery follows them through the bucket's watch.
   const rentalsBucket = runs.gateway || runs.delivery ? await steps.time('rentals', () => core.openBucket('rentals', Rentals.bucketLimits(config.RENTALS_MAX))) : undefined
@@ -132,7 +113,9 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   // Without ingest here, the log's end is asked of the log (in a cluster, others append).
   const logEnd = gatewayPart === undefined ? await followLogEnd(signalLog, 1000, (err) => logger.warn({ err }, 'signal log: its end could not be read')) : undefined
   const logLastSeq = logEnd?.lastSeq ?? (() => gatewayPart?.api.pipeline.logLastSeq ?? 0)
-  const recorder = runs.recorder && receipts ? createRecorder(core, receipts, logLastSeq) : undefined
+  // On NATS the recorder's consumer is taken before listening: a second recorder of the cluster is refused here, naming the first.
+  const recorderLease = runs.recorder && backends.leasedRecorder ? await openRecorderLease(core) : undefined
+  const recorder = runs.recorder && receipts ? createRecorder(core, receipts, logLastSeq, recorderLease?.consumer) : undefined
   const delivery = runs.delivery && rentals ? await openDeliveryPart(core, rentals) : undefined
 
   // Listening before the rebuild, which takes seconds with a full dedup window: /healthz
@@ -189,6 +172,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         await registry.settle()
         // Its batch in flight written and acknowledged, before the log and the store close.
         await recorder?.close().catch((err: unknown) => logger.warn({ err }, 'recorder did not stop cleanly; its last batch is recorded again at the next start'))
+        await recorderLease?.close().catch((err: unknown) => logger.warn({ err }, 'recorder lease not released; another recorder takes it when it lapses'))
         // Each is closed even if one before it fails; the first failure is reported.
         let failure: unknown
         await delivery?.close().catch((err: unknown) => (failure ??= err))
@@ -200,6 +184,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         }
         // Saves the ingest state for the next start only if the log closed cleanly.
         await gatewayPart?.close(failure === undefined).catch((err: unknown) => (failure ??= err))
+        await backends.close().catch((err: unknown) => (failure ??= err))
         if (failure !== undefined) throw failure
       })()),
   }

@@ -1,11 +1,11 @@
 import { join } from 'node:path'
-import type { ApiOptions } from './gateway/api-routes.js'
-import { KvUsageMeter, MemoryReadRateLimiter } from './gateway/reads/index.js'
-import { composeEmbeddedIngest, EmbeddedRefusalHistory, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool, type EmbeddedIngest } from './pipeline/index.js'
-import type { ReceiptStore } from './receipts/index.js'
-import type { Rentals } from './rentals/index.js'
-import { NONCE_WINDOW_MS } from './schemas/index.js'
-import type { ServiceCore } from './service-setup.js'
+import type { ApiOptions } from '../gateway/api-routes.js'
+import { KvUsageMeter, MemoryReadRateLimiter } from '../gateway/reads/index.js'
+import { composeEmbeddedIngest, EmbeddedRefusalHistory, RetryNotes, scheduleStateSaves, SignalIdHistory, VerifyPool, type EmbeddedIngest } from '../pipeline/index.js'
+import type { ReceiptStore } from '../receipts/index.js'
+import type { Rentals } from '../rentals/index.js'
+import { NONCE_WINDOW_MS } from '../schemas/index.js'
+import type { ServiceCore } from './setup.js'
 
 /**
  * The most of the time the running saves of the ingest state may take: a save of d ms

@@ -2,10 +2,11 @@ import { randomBytes } from 'node:crypto'
 import { mkdir, readFile, stat } from 'node:fs/promises'
 import { dirname, join } from 'node:path'
 import type { Logger } from 'pino'
-import { ConfigError, isUsableAdminToken, type Config } from './config/index.js'
-import type { SignalLog } from './pipeline/index.js'
-import type { Registry } from './registry/index.js'
-import { replaceFileDurably, type OpenKvBucket } from './storage/index.js'
+import type { Backends } from '../backends/index.js'
+import { ConfigError, isUsableAdminToken, type Config } from '../config/index.js'
+import type { SignalLog } from '../pipeline/index.js'
+import type { Registry } from '../registry/index.js'
+import { replaceFileDurably, type OpenKvBucket } from '../storage/index.js'
 
 /** What every role's part of the service is built on: the backends one process opens once. */
 export interface ServiceCore {
@@ -17,6 +18,8 @@ export interface ServiceCore {
   readonly signalLog: SignalLog
   /** Buckets of the key-value port: files under DATA_DIR/kv here, NATS KV buckets in a cluster. */
   readonly openBucket: OpenKvBucket
+  /** Which backends these are, and what differs between them. */
+  readonly backends: Backends
   /** A part that cannot recover in place: stop reporting ready, and have the process restarted (exit 75). */
   readonly failFatally: (err: Error, message: string) => void
 }
