@@ -1,9 +1,11 @@
 import { isIP } from 'node:net'
 import Type from 'typebox'
 import { Compile } from 'typebox/compile'
-import { JOURNAL_DEFAULTS } from '../pipeline/index.js'
+// The limits' own files, not the stages' entries: a configuration error is reported
+// before the service's modules load (service/main.ts).
+import { JOURNAL_DEFAULTS } from '../pipeline/journal/journal-options.js'
 import { MAX_TOKEN_CHARS } from '../registry/records.js'
-import { RECORD_BATCH_MAX } from '../receipts/index.js'
+import { RECORD_BATCH_MAX } from '../receipts/limits.js'
 
 import { parseTrustedProxies } from './trusted-proxies.js'
 

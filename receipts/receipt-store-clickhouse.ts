@@ -8,13 +8,9 @@ import { readSourceStats } from './receipt-stats.js'
 import { csvExportStatement, EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, pageKeysStatement, pageStatement, type ReceiptKey, recordedStatement, storedReceiptsStatement, type Statement } from './receipt-query.js'
 import type { ExportFormat, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
 import { ReceiptStoreError } from './receipt-store-error.js'
+import { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, OUTCOMES_PER_POST_MAX, RECORD_BATCH_MAX } from './limits.js'
 import { type Migration, migrate } from './schema-migrations.js'
 
-export const LIST_LIMIT_DEFAULT = 100
-export const LIST_LIMIT_MAX = 1000
-export const OUTCOMES_PER_POST_MAX = 1000
-/** Receipts per record() call: one INSERT block, so a batch lands whole or not at all. */
-export const RECORD_BATCH_MAX = 10_000
 
 /**
  * CSV goes out as ClickHouse's CSV after a header line of our own: chDB's streaming cursor

@@ -29,6 +29,8 @@ const TARGETS = {
     args: [],
     // The SDK's declarations, compiled with browser types only (its inputs are a subset of the build's).
     then: ['tsconfig.sdk.json'],
+    // The service's entry, bundled in place (scripts/bundle-service.mjs says why).
+    after: 'scripts/bundle-service.mjs',
     // In dist/ itself: deleting dist/ deletes the stamp, so it is rebuilt.
     stamp: 'dist/.build-stamp.json',
     // A build `tsc` rewrites this file every time, so a build that did not go through this
@@ -40,6 +42,7 @@ const TARGETS = {
     tsconfig: 'tsconfig.json',
     args: ['--noEmit'],
     then: [],
+    after: undefined,
     // Under node_modules/: `npm ci` starts it over, as it may bring other type packages.
     stamp: 'node_modules/.cache/signal-ingest-gateway/typecheck-stamp.json',
     output: undefined,
@@ -143,6 +146,10 @@ const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
 const t0 = Date.now()
 for (const tsconfig of [target.tsconfig, ...target.then]) {
   const run = spawnSync(process.execPath, [tsc, '-p', tsconfig, ...(tsconfig === target.tsconfig ? target.args : [])], { cwd: ROOT, stdio: 'inherit' })
+  if (run.status !== 0) process.exit(run.status ?? 1)
+}
+if (target.after !== undefined) {
+  const run = spawnSync(process.execPath, [join(ROOT, target.after)], { cwd: ROOT, stdio: 'inherit' })
   if (run.status !== 0) process.exit(run.status ?? 1)
 }
 // Hashed again after the compile: an edit made while tsc ran leaves the next run stale, not current.

@@ -1,10 +1,9 @@
 import { pino } from 'pino'
 import { ConfigError, describeConfig, loadConfig, missingNodeFlags } from '../config/index.js'
-import { DataDirLockedError } from './data-dir-lock.js'
-import { PortInUseError } from '../gateway/index.js'
-import { ConsumerHeldError, isLogError } from '../pipeline/index.js'
-import { RegistryError } from '../registry/index.js'
-import { startService } from './service.js'
+
+// Only configuration and logging load before the configuration is checked: the service's
+// modules (about 1,000 files with their libraries) load after it, so a bad variable is
+// reported at once.
 
 /** sysexits.h EX_TEMPFAIL: a restart is expected to fix it. */
 const EXIT_TEMPFAIL = 75
@@ -26,6 +25,7 @@ async function main(): Promise<void> {
   if (missing.length > 0) {
     logger.warn({ missing }, 'started without the V8 flags of `npm start`: expect longer latency tails (config/node-flags.ts)')
   }
+  const { startService } = await import('./service.js')
   const service = await startService(config, logger)
   let stopping = false
   const stop = (reason: string, exitCode: number) => {
@@ -51,13 +51,15 @@ async function main(): Promise<void> {
   void service.fatal.then(() => stop('signal log failure', EXIT_TEMPFAIL))
 }
 
-main().catch((err: unknown) => {
+main().catch(async (err: unknown) => {
   // A configuration error (a variable, or the admin-token file) exits 78, EX_CONFIG: the
   // systemd unit does not restart it, since a restart would not fix it.
   if (err instanceof ConfigError) {
     process.stderr.write(`configuration error: ${err.message}\n`)
     process.exit(EXIT_CONFIG)
   }
+  // Loaded by now whenever the error came from the service: the import costs nothing then.
+  const { DataDirLockedError, PortInUseError, ConsumerHeldError, isLogError, RegistryError } = await import('./start-errors.js')
   // Damaged acknowledged data (the signal log or the registry) exits 65, EX_DATAERR, not
   // restarted either: starting would lose what it holds, and a restart reads the same bytes.
   if (isLogError(err, 'log_corrupt') || err instanceof RegistryError) {

@@ -52,7 +52,7 @@ t.test('while the state is rebuilt the gateway listens: healthz alive, readyz st
   const journal = await openJournal({ dir: join(gw.dataDir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
   const now = new Date().toISOString()
   const appends: Promise<unknown>[] = []
-  for (let i = 0; i < 150_000; i++) {
+  for (let i = 0; i < 50_000; i++) {
     const record = { v: 1, source_id: 'src_filler', signal_id: `filler-${i}`, key_id: 'key_filler', test: false, received_at: now, emitted_at: now, token: 'x', severity: 'low', confidence: null, note: null, idempotency_key: null, body_sha256: '0'.repeat(64), request_timestamp: '0', nonce: `nonce-${i}`, signature: '', body: '{}' }
     appends.push(journal.append(`src_filler/filler-${i}`, Buffer.from(JSON.stringify(record))))
     if (appends.length === 5000) await Promise.all(appends.splice(0))
