@@ -5,12 +5,15 @@
  * parts of the service see only the ports (SignalLog, OpenKvBucket) and the few choices
  * that differ between the two, named here.
  */
+import type { NatsConnection } from '@nats-io/transport-node'
 import type { Logger } from 'pino'
 import type { Config } from '../config/index.js'
 import type { SignalLog } from '../pipeline/index.js'
 import type { OpenKvBucket } from '../storage/index.js'
 import { openEmbeddedBackends } from './embedded.js'
 import { openNatsBackends } from './nats.js'
+
+export { retryAtStart } from './start-retry.js'
 
 export interface Backends {
   readonly kind: 'embedded' | 'nats'
@@ -28,6 +31,8 @@ export interface Backends {
    * DATA_DIR lock already makes this process the only one.
    */
   readonly leasedRecorder: boolean
+  /** The connection the NATS backends share (the gateway's ingest state is on it too); undefined when embedded. */
+  readonly nats: NatsConnection | undefined
   /** After the signal log and every bucket closed: the connection, if any. */
   close(): Promise<void>
 }

@@ -5,6 +5,7 @@ import { ConfigError } from '../config/index.js'
 import { openJetStreamLog } from '../pipeline/log-jetstream.js'
 import { natsKvBuckets } from '../storage/index.js'
 import type { BackendHooks, Backends } from './index.js'
+import { retryAtStart } from './start-retry.js'
 
 /**
  * How long the stream remembers a dedup id (JetStream duplicate_window). It only has to
@@ -26,14 +27,16 @@ export async function openNatsBackends({ config, logger, dataDir, time }: Backen
   })().catch(() => undefined)
   try {
     const signalLog = await time('signal_stream', () =>
-      openJetStreamLog({
+      retryAtStart('the signal stream', () => openJetStreamLog({
         connection: nc,
         stream: config.NATS_STREAM,
+        // Subjects of their own per stream: two deployments may share one NATS.
+        subjectPrefix: `signals.${config.NATS_STREAM}`,
         replicas: config.NATS_REPLICAS,
         dedupWindowMs: STREAM_DUPLICATE_WINDOW_MS,
         maxAgeMs: config.JOURNAL_RETENTION_MAX_AGE_S * 1000,
         maxBytes: config.JOURNAL_RETENTION_MAX_BYTES,
-      }),
+      }), logger),
     )
     return {
       kind: 'nats',
@@ -41,6 +44,7 @@ export async function openNatsBackends({ config, logger, dataDir, time }: Backen
       openBucket: natsKvBuckets(nc, { replicas: config.NATS_REPLICAS }),
       tailConsumerName: tailConsumerName(dataDir),
       leasedRecorder: true,
+      nats: nc,
       close: () => nc.drain(),
     }
   } catch (err) {

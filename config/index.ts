@@ -199,19 +199,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
 /**
  * The rules of a process on NATS (NATS_URL set). Each process keeps its own DATA_DIR, so
  * a generated admin token would differ between the processes of one cluster: the token is
- * given. A gateway on NATS needs the nonce claims, the signal index and the refusal
- * history shared by every gateway; this release keeps them in the process only, and two
- * gateways each with its own would accept a replayed nonce or a duplicate signal, so the
- * gateway part does not start on NATS.
+ * given.
  */
 function checkClusterConfig(config: Config): void {
   if (config.ADMIN_TOKEN === '') {
     throw new ConfigError('NATS_URL is set but ADMIN_TOKEN is not: every process of a cluster has its own DATA_DIR, so a generated token would differ between them; set the same ADMIN_TOKEN on each process')
-  }
-  if (config.ROLE === 'all' || config.ROLE === 'gateway') {
-    throw new ConfigError(
-      `ROLE=${config.ROLE} with NATS_URL: the ingest state shared by the gateways of a cluster (nonces, dedup, refusals) is not in this release, and a gateway with its own would accept replays; run the gateway without NATS_URL, or ROLE=recorder or ROLE=delivery on NATS (docs/operations.md, Running a cluster)`,
-    )
   }
   if (![1, 3, 5].includes(config.NATS_REPLICAS)) {
     throw new ConfigError(`NATS_REPLICAS=${config.NATS_REPLICAS} is not valid: 1, 3 or 5 (an odd count keeps a majority through the loss of a server)`)

@@ -27,6 +27,8 @@ export type { LiveKey } from './source-index.js'
 
 /** Tries of a write that lost a revision race to another request or process before it gives up with 503. */
 const WRITE_ATTEMPTS = 8
+/** How often caughtUp looks whether the watch has reached the bucket's revision. */
+const CAUGHT_UP_POLL_MS = 5
 /** A watch that ended (it fell behind, or lost the bucket for a while) is started again this much later. */
 const REWATCH_MS = 1000
 
@@ -81,6 +83,8 @@ export class Registry {
   /** Acceptances under way in this process, which hold the delivery channels back (dispute-gate.ts). */
   readonly disputeGate = new DisputeGate()
   #watcher: KvWatcher | undefined
+  /** Every change up to this revision of the bucket is in the index (see caughtUp). */
+  #seenRevision = 0
   #watching: Promise<void> = Promise.resolve()
   #closed = false
 
@@ -539,6 +543,22 @@ export class Registry {
   }
 
   /** Waits for changes in flight and stops the watch. The bucket is the caller's to close. Safe to call twice. */
+  /**
+   * Resolves once the index holds every change the bucket had stored when this was called,
+   * made by this process or another: the bucket's last revision, then the watch up to it.
+   * What a gateway waits for before it answers a revocation barrier (another process's
+   * revocation is then refused by this one's next look-up).
+   */
+  async caughtUp(timeoutMs = 10_000): Promise<void> {
+    const { revision } = await this.#bucket.status()
+    const deadline = Date.now() + timeoutMs
+    while (this.#seenRevision < revision) {
+      if (this.#closed) throw new ApiError('not_ready', 'the registry is closed', { retryAfter: 1 })
+      if (Date.now() > deadline) throw new ApiError('not_ready', `the registry's view is behind its bucket (at revision ${this.#seenRevision} of ${revision})`, { retryAfter: 1 })
+      await new Promise((resolve) => setTimeout(resolve, CAUGHT_UP_POLL_MS))
+    }
+  }
+
   async close(): Promise<void> {
     await this.settle()
     this.#closed = true
@@ -611,11 +631,16 @@ export class Registry {
 
   /** Watches the bucket from its current values; resolves once they are all in the index. */
   async #watch(): Promise<void> {
+    // Read before the watch starts: every revision up to it is among the values the watch starts with.
+    const { revision: before } = await this.#bucket.status()
     const watcher = this.#bucket.watch()
     this.#watcher = watcher
     this.#watching = (async () => {
       try {
-        for await (const entry of watcher) this.#applyStored(entry, entry.isUpdate)
+        for await (const entry of watcher) {
+          this.#applyStored(entry, entry.isUpdate)
+          if (entry.revision > this.#seenRevision) this.#seenRevision = entry.revision
+        }
       } catch (err) {
         if (this.#closed) return
         // Fell behind (watch_overflow) or lost the bucket for a while: start again from
@@ -625,6 +650,7 @@ export class Registry {
       }
     })()
     await watcher.initialized
+    if (before > this.#seenRevision) this.#seenRevision = before
   }
 
   /** Takes a stored entry (from the watch or a read); a value that is no registry entry is left out with a warning. */

@@ -51,6 +51,15 @@ async function main(): Promise<void> {
   void service.fatal.then(() => stop('signal log failure', EXIT_TEMPFAIL))
 }
 
+/** The error with its causes, each on its own line: a wrapped NATS or file-system failure names the underlying one. */
+function describeFailure(err: unknown): string {
+  const lines: string[] = []
+  for (let e: unknown = err, depth = 0; e !== undefined && depth < 5; e = e instanceof Error ? e.cause : undefined, depth++) {
+    lines.push(depth === 0 ? (e instanceof Error ? (e.stack ?? e.message) : String(e)) : `caused by: ${e instanceof Error ? e.message : String(e)}`)
+  }
+  return lines.join('\n')
+}
+
 main().catch(async (err: unknown) => {
   // A configuration error (a variable, or the admin-token file) exits 78, EX_CONFIG: the
   // systemd unit does not restart it, since a restart would not fix it.
@@ -71,6 +80,6 @@ main().catch(async (err: unknown) => {
     process.stderr.write(`not started: ${err.message}\n`)
     process.exit(1)
   }
-  process.stderr.write(`fatal: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`)
+  process.stderr.write(`fatal: ${describeFailure(err)}\n`)
   process.exit(1)
 })

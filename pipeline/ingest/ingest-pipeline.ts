@@ -1,6 +1,6 @@
 import { ApiError, enforcedMaxRate, ratePerMs, type Manifest, type RateCeiling, signingString, type AcceptedBody } from '../../schemas/index.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
-import { isLogError } from '../log-error.js'
+import { isLogError, isTransientLogError } from '../log-error.js'
 import type { SignalLog } from '../log.js'
 import { readRecord } from '../log-reads.js'
 import { isValidSignalId, validateSignalFields } from '../validate/signal-fields.js'
@@ -95,6 +95,18 @@ export class IngestPipeline {
   }
 
   async process(req: SignedRequest): Promise<AcceptedBody> {
+    try {
+      return await this.#process(req)
+    } catch (err) {
+      // A port of the shared ingest state (NATS) could not answer for now: no stream leader
+      // during an election, a timed-out request. Nothing was promised; the client retries
+      // with a fresh nonce, and a signal the log took meanwhile is then found, not doubled.
+      if (isTransientLogError(err)) throw new ApiError('not_ready', 'the ingest state is unavailable; retry', { cause: err, retryAfter: 1 })
+      throw err
+    }
+  }
+
+  async #process(req: SignedRequest): Promise<AcceptedBody> {
     const { key } = req
     const message = Buffer.from(signingString(req.method, req.path, req.timestampHeader, req.nonce, req.bodySha256))
     const valid = await this.#o.pool.verify({ publicKey: key.publicKey, message, signature: req.signature }, req.verifyHolder).catch((err: unknown) => {

@@ -4,12 +4,14 @@ import { rentalOf, sharedReceiver, signalOf, until, webhookFixture } from '../he
 
 /**
  * Many webhook rentals cost a bounded amount while idle and an append reaches only the
- * rentals of its source: no log consumer, timer or log read per rental. 10,000 rentals
- * take about 10 s here on 2 cores at a load average of 2.4 (WEBHOOK_SCALE_RENTALS
- * scales it down); the bench's webhooks10k phase runs 10,000 through a real gateway.
+ * rentals of its source: no log consumer, timer or log read per rental. Every check is
+ * against the count, so 3,000 rentals show it as well as more would: they take about 12 s
+ * here on 2 cores (10,000 took 46 s alone and over 3 minutes beside the rest of the suite,
+ * most of it tap's promise tracking in this process). WEBHOOK_SCALE_RENTALS sets the
+ * count; the bench's webhooks10k phase runs 10,000 through a real gateway.
  */
 
-const RENTALS = Number(process.env['WEBHOOK_SCALE_RENTALS'] ?? 10_000)
+const RENTALS = Number(process.env['WEBHOOK_SCALE_RENTALS'] ?? 3_000)
 const SOURCES = RENTALS / 10
 const sourceOf = (i: number) => `src_${String(i % SOURCES).padStart(4, '0')}`
 const rentals = Array.from({ length: RENTALS }, (_, i) => rentalOf(i, sourceOf(i)))

@@ -264,7 +264,9 @@ t.test('clients that pipeline requests and never read the answers are cut off: m
   await new Promise((r) => setTimeout(r, 2_000))
   const started = Date.now()
   t.equal((await fetch(`${gw.url}/healthz`)).status, 200, 'another client is served')
-  t.ok(Date.now() - started < 1_000, `promptly (${Date.now() - started} ms)`)
+  // Not a latency figure (the suite shares two cores): a gateway busy with the attackers
+  // until they stop would answer only after they end, well past this.
+  t.ok(Date.now() - started < 5_000, `while the attackers are connected (${Date.now() - started} ms)`)
   const grown = (await rssMb()) - before
   t.ok(grown < 150, `RSS grew by ${grown.toFixed(0)} MB`)
   for (const a of attackers) a.socket.resume()

@@ -8,12 +8,14 @@ import { connect } from '@nats-io/transport-node'
 import t from 'tap'
 import { GATEWAY_MAIN, launchGateway } from '../../harness/gateway-launcher.js'
 import { startNatsServer } from '../../harness/nats-launcher.js'
+import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 
 /**
  * The service on NATS (NATS_URL), through the built process and a real nats-server: the
- * start-time rules of a process on NATS, and the recorder, which runs on JetStream and
- * NATS KV under a lease that only one recorder of the cluster holds.
+ * start-time rules of a process on NATS, gateways sharing the ingest state, and the
+ * recorder, which runs on JetStream and NATS KV under a lease that only one recorder of the
+ * cluster holds.
  */
 
 const nats = await startNatsServer()
@@ -38,14 +40,44 @@ t.test('NATS_URL without ADMIN_TOKEN stops the start with EX_CONFIG naming ADMIN
   t.match(run.stderr, /NATS_URL is set but ADMIN_TOKEN is not/)
 })
 
-t.test('a gateway on NATS stops the start with EX_CONFIG: the shared ingest state is not in this release', async (t) => {
-  const dir = await mkdtemp(join(tmpdir(), 'sgw-nats-'))
-  t.teardown(() => rm(dir, { recursive: true, force: true }))
-  for (const role of ['gateway', 'all']) {
-    const run = await startToExit({ NATS_URL: nats.urls, ROLE: role, ADMIN_TOKEN: adminToken, DATA_DIR: dir, PORT: '0' })
-    t.equal(run.status, 78, `ROLE=${role}`)
-    t.match(run.stderr, `ROLE=${role} with NATS_URL: the ingest state shared by the gateways of a cluster`)
-  }
+t.test('two gateways on one NATS share the ingest state: a nonce is spent on both, a signal is accepted once, a revocation holds on both', async (t) => {
+  const env = { NATS_URL: nats.urls, ROLE: 'gateway', ADMIN_TOKEN: adminToken }
+  const [a, b] = await Promise.all([startTestGateway(t, { env, adminToken }), startTestGateway(t, { env, adminToken })])
+  // Provisioned through A: the registry is on NATS KV, so B knows the source and key too.
+  const src = await provision(a)
+  const signed = src.sign(payload(src.sourceId))
+  const first = await push(a, signed)
+  t.equal(first.status, 202, 'accepted on A')
+  const replayed = await push(b, signed)
+  t.equal(replayed.status, 401, 'the same request (same nonce) on B')
+  t.equal(replayed.body.error.code, 'replayed_nonce', 'the nonce A claimed is spent on B too')
+  const retry = await push(b, src.sign(JSON.parse(signed.body.toString())))
+  t.equal(retry.status, 202, 'a retry of the signal with a fresh nonce, on B')
+  t.equal(retry.body.deduplicated, true, "B recognises A's signal")
+  t.equal(retry.body.received_at, first.body.received_at, "and answers with A's receipt time")
+  // The signal went into the one log once, whichever gateway answered.
+  const nc = await connect({ servers: nats.urls })
+  t.teardown(() => nc.close())
+  const stream = await (await jetstreamManager(nc)).streams.info('SIGNALS')
+  t.equal(stream.state.messages, 2, "the log holds the source's test signal and this one: the retry added nothing")
+
+  // Revoked through A; B refuses the key from then on.
+  const revoked = await call(a.url, 'POST', `/v1/byo/sources/${src.sourceId}/keys/${src.keyId}/revoke`, { token: src.creatorToken })
+  t.equal(revoked.status, 200)
+  const after = await push(b, src.sign(payload(src.sourceId)))
+  t.equal(after.status, 401, 'a push under the revoked key, on B')
+  t.equal(after.body.error.code, 'revoked_key')
+})
+
+t.test('ROLE=all on NATS starts ready and takes signals', async (t) => {
+  // A server of its own: its recorder would otherwise hold the lease the recorder test takes.
+  const own = await startNatsServer()
+  t.teardown(() => own.close())
+  const env = { NATS_URL: own.urls, ROLE: 'all', ADMIN_TOKEN: adminToken }
+  const gw = await startTestGateway(t, { env, adminToken })
+  t.equal((await fetch(`${gw.url}/readyz`)).status, 200, 'ready')
+  const src = await provision(gw)
+  t.equal((await push(gw, src.sign(payload(src.sourceId)))).status, 202)
 })
 
 t.test('a recorder on NATS starts ready; a second one on the same NATS is refused, naming the first', async (t) => {
