@@ -1,8 +1,9 @@
 /**
  * The verify ceiling: Ed25519 verifies per second on one core, for each candidate
  * implementation, on realistic signing strings. The ingest benchmark can compare its
- * accepted-requests rate against this figure measured in the same run (STYLE.md,
- * "Benchmarks"); DESIGN.md section 3 records the figures that chose sodium-native.
+ * accepted-requests rate against this figure measured in the same run, because the
+ * machine's speed varies from run to run. docs/benchmarks.md ("Dependencies and
+ * measured choices") records the figures that chose sodium-native.
  *
  *   node dist/bench/verify-ceiling.js [ms-per-implementation]
  */
@@ -35,7 +36,7 @@ interface Sample {
   signature: Uint8Array
 }
 
-/** A signing string as spec 5.1 builds it: about 200 bytes. */
+/** A signing string as a creator builds it (method, path, timestamp, nonce, body hash): about 200 bytes. */
 function signingString(i: number): Uint8Array {
   const bodyHash = createHash('sha256').update(`{"signal_id":"sig-${i}"}`).digest('hex')
   // A ULID-like source id and a nonce of 32 random bytes in base64url, as a creator SDK would send.

@@ -8,7 +8,7 @@ import { endedEventId, signalEventId } from './event-id.js'
  * The renter-facing event for one logged signal, or undefined when the signal must not
  * be delivered: a pending key's test signal is recorded but never delivered. The event
  * carries the normalised fields only; renters never see the raw body, the signature,
- * the nonce or the key id (spec 5.4).
+ * the nonce or the key id.
  */
 export function signalAcceptedEvent(record: SignalRecord, rentalId: string, seq: number): SignalAcceptedEvent | undefined {
   if (record.test) return undefined

@@ -31,7 +31,7 @@ const FIELD_OF: ReadonlyMap<string, ListField> = new Map([
 /**
  * Collects every occurrence, not just the first: `getHeader` returns only one value,
  * and a repeated Content-Length or security header is exactly what a smuggling or
- * confusion attempt looks like (DESIGN.md section 4: required headers present and single).
+ * confusion attempt looks like: each required header must be present exactly once.
  */
 export function collectIngestHeaders(req: HttpRequest): IngestHeaders {
   const h: IngestHeaders = {

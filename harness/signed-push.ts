@@ -9,7 +9,7 @@ import { signingString as signedFields } from '../schemas/signing-string.js'
  * SDK's requests are the same as these.
  */
 
-/** Spec 5.1, over the raw body: method, path, timestamp, nonce and the body's SHA-256 (hex), joined by a line feed. */
+/** The string a creator signs, over the raw body: method, path, timestamp, nonce and the body's SHA-256 (hex), joined by a line feed. */
 export function signingString(method: string, path: string, timestamp: string, nonce: string, rawBody: Uint8Array): string {
   return signedFields(method, path, timestamp, nonce, createHash('sha256').update(rawBody).digest('hex'))
 }

@@ -1,13 +1,14 @@
 /**
- * The embedded signal log: an append-only journal of segment files in a local folder
- * (DESIGN section 2), behind the `SignalLog` contract of `./log.ts`.
+ * The embedded signal log (the default deployment, no outside server): an append-only
+ * journal of segment files in a local folder, behind the `SignalLog` contract of
+ * `./log.ts`.
  *
- * Durability stance (DESIGN section 5): with `fsync: 'always'` an append resolves only
- * after fdatasync of the batch that carried it, so a 202 survives a power cut; appends
- * are group-committed, so the sync cost is shared by every append that arrived while
- * the previous sync ran. 'interval' (resolve after write, sync on a timer) and 'never'
- * (the OS decides) survive a killed process, since the bytes are already in the kernel,
- * but not a power cut: 'interval' can lose up to `fsyncIntervalMs` of 202'd appends.
+ * Durability stance: with `fsync: 'always'` an append resolves only after fdatasync of
+ * the batch that carried it, so a 202 survives a power cut; appends are
+ * group-committed, so the sync cost is shared by every append that arrived while the
+ * previous sync ran. 'interval' (resolve after write, sync on a timer) and 'never' (the
+ * OS decides) survive a killed process, since the bytes are already in the kernel, but
+ * not a power cut: 'interval' can lose up to `fsyncIntervalMs` of 202'd appends.
  * Segments are synced on every roll and at close whatever the policy.
  *
  * Consumers see a record once its append could resolve: the writer publishes records

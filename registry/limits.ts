@@ -26,7 +26,7 @@ export const REGISTRY_LIMITS = {
    * Revoked keys kept per source, so a request signed with one is told `revoked_key`.
    * Past this, the oldest revoked record is dropped and only its fingerprint is kept, so
    * the public key still cannot be registered again: rotation must never run into a
-   * wall (spec 5.3), and the registry stays bounded (a year of weekly rotations fits;
+   * wall, and the registry stays bounded (a year of weekly rotations fits;
    * 96 records at most per source, about 50 KB in memory).
    */
   revokedKeysPerSource: 64,

@@ -1,10 +1,9 @@
 import sodium from 'sodium-native'
 
 /**
- * Parses a public key submitted at registration (DESIGN.md section 4: "Reject
- * small-order and non-canonical public keys at registration"). Accepted forms:
- * base64 or base64url of the 32 raw key bytes, padded or not, or a PEM
- * `PUBLIC KEY` block holding an Ed25519 SubjectPublicKeyInfo (RFC 8410).
+ * Parses a public key submitted at registration, refusing small-order and non-canonical
+ * keys. Accepted forms: base64 or base64url of the 32 raw key bytes, padded or not, or
+ * a PEM `PUBLIC KEY` block holding an Ed25519 SubjectPublicKeyInfo (RFC 8410).
  *
  * Why so strict: a small-order key lets anyone forge signatures that some verifiers
  * accept for every message, and a key with several encodings, or with a torsion

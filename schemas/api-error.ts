@@ -2,11 +2,11 @@ import Type from 'typebox'
 
 /**
  * Every wire error code, with the HTTP status it travels with. The 400/401/409/429
- * codes of the ingest endpoint are spec section 7 and DESIGN.md section 4; the rest
- * belong to the control plane and the edge. Codes are stable: clients match on them.
+ * codes are the ingest endpoint's published ones; the rest belong to the control plane
+ * and the edge. Codes are stable: clients match on them.
  */
 export const ERROR_STATUS = {
-  // spec 7, 400
+  // ingest, 400: the body or one of its fields failed validation
   invalid_source_id: 400,
   invalid_signal_id: 400,
   invalid_timestamp: 400,
@@ -15,7 +15,7 @@ export const ERROR_STATUS = {
   invalid_confidence: 400,
   invalid_note: 400,
   invalid_body: 400,
-  // spec 7 + DESIGN 4, 401
+  // ingest, 401: authentication failed
   missing_signature: 401,
   unknown_key: 401,
   revoked_key: 401,
@@ -82,7 +82,7 @@ export class ApiError extends Error {
   }
 }
 
-/** Spec section 2.4. */
+/** The body of every error answer. */
 export const ErrorBody = Type.Object(
   {
     ok: Type.Literal(false),

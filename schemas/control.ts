@@ -66,7 +66,7 @@ export const UpdateSourceRequest = Type.Object(
 )
 export type UpdateSourceRequest = Type.Static<typeof UpdateSourceRequest>
 
-/** Why a key was revoked: a planned rotation, or a leak (spec 5.3's compromise flow). */
+/** Why a key was revoked: a planned rotation, or a leak (revoked at once, then possibly a dispute). */
 export const REVOCATION_REASONS = ['rotation', 'compromise'] as const
 export type RevocationReason = (typeof REVOCATION_REASONS)[number]
 
@@ -87,7 +87,10 @@ export const checkRevokeKey = compileCheck<RevokeKeyRequest>(RevokeKeyRequest, '
 /** The evidence a review reads, and its note on the decision. */
 const DisputeText = Type.String({ minLength: 1, maxLength: 1000 })
 
-/** Spec 5.3, compromise flow step 6. */
+/**
+ * The last step after a key leak: with the key revoked and workers rotated, the creator
+ * disputes the bad signals the leaked key emitted before its revocation.
+ */
 export const OpenDisputeRequest = Type.Object(
   {
     key_id: Type.String({ minLength: 1, maxLength: 128, description: 'the leaked key; revoked before the dispute is opened' }),

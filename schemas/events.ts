@@ -8,7 +8,7 @@ import Type from 'typebox'
  */
 const EventId = Type.String({ pattern: '^[0-9]{1,15}(\\.(end|d[0-9]{1,15}))?$' })
 
-/** Spec section 6: emitted for a rental when a signal of the rented source is accepted. */
+/** Emitted for a rental when a signal of the rented source is accepted. */
 export const SignalAcceptedEvent = Type.Object(
   {
     event: Type.Literal('byo.signal.accepted'),

@@ -7,7 +7,7 @@ export const CHAINS = ['solana', 'ethereum', 'base', 'arbitrum', 'optimism', 'po
 const Name = (description: string) => Type.String({ minLength: 1, maxLength: 32, pattern: '^[A-Za-z0-9_-]+$', description })
 
 /**
- * Token bucket (DESIGN.md section 4): `rate` tokens refill per `per`, up to `burst`
+ * Token bucket, over which a push gets 429: `rate` tokens refill per `per`, up to `burst`
  * (default: `rate`). The schema only keeps the numbers sane (`rate` up to 100,000 a
  * second's worth of any period); what a source may really ask for is the operator's
  * ceiling, a rate per second (rateCeilingProblem).
@@ -59,7 +59,7 @@ export function enforcedMaxRate(maxRate: MaxRateValue, ceiling: RateCeiling): Ma
   return { ...rate, burst: Math.min(maxRate.burst ?? maxRate.rate, ceiling.burst) }
 }
 
-/** Spec section 2.1: what kind of source it is, never how it decides. */
+/** The source manifest: what kind of source it is, never how it decides. */
 export const Manifest = Type.Object(
   {
     archetype: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_.-]+$', description: 'role the source maps to, e.g. wallet-watcher' }),
@@ -93,7 +93,7 @@ export const PUBLIC_DELAY_MIN_S = 3600
 /** At most 30 days: longer hides the track record the public view exists to show. */
 export const PUBLIC_DELAY_MAX_S = 30 * 86_400
 
-/** How much of a source the public may see before renting (spec 4.2). */
+/** How much of a source the public may see before renting. */
 export const Listing = Type.Object(
   {
     public_receipts: Type.Boolean({ default: false }),

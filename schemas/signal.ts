@@ -2,22 +2,22 @@ import Type from 'typebox'
 
 export { signingString } from './signing-string.js'
 
-/** Spec 5.2 and 8: the request timestamp against the server clock, and the payload ts against the request timestamp, either way. */
+/** The one skew limit for both checks: the request timestamp against the server clock, and the payload ts against the request timestamp, either way. */
 export const MAX_SKEW_MS = 300_000
 
-/** Spec 5.2: a nonce is remembered per (source, key) for 10 minutes. */
+/** A nonce is remembered per (source, key) for 10 minutes: a reuse within that time is a replay. */
 export const NONCE_WINDOW_MS = 600_000
 
 /** Whether two instants (ms) are within the 300 s skew of each other, either way, inclusive. */
 export const isWithinSkew = (a: number, b: number): boolean => Math.abs(a - b) <= MAX_SKEW_MS
 
 /**
- * The ingest request body, spec section 2.2 with the limits of section 8. This is the
- * published contract (the OpenAPI document is generated from it). The gateway
- * enforces it with `pipeline/validate/signal-fields.ts`, which also applies what a
- * schema cannot say: source_id equal to the URL's, ts within 300 s of the request
- * timestamp, severity among the manifest's levels, the token's chain and its EIP-55
- * checksum. A test keeps the two in step.
+ * The ingest request body, with its field limits. This is the published contract (the
+ * OpenAPI document is generated from it). The gateway enforces it with
+ * `pipeline/validate/signal-fields.ts`, which also applies what a schema cannot say:
+ * source_id equal to the URL's, ts within 300 s of the request timestamp, severity
+ * among the manifest's levels, the token's chain and its EIP-55 checksum. A test keeps
+ * the two in step.
  */
 export const SignalPayloadSchema = Type.Object(
   {
@@ -62,7 +62,7 @@ export const SignalPayloadSchema = Type.Object(
 )
 export type SignalPayloadSchema = Type.Static<typeof SignalPayloadSchema>
 
-/** Spec 2.3. */
+/** The 202 body of an accepted signal, a deduplicated retry included. */
 export const AcceptedBody = Type.Object(
   {
     ok: Type.Literal(true),

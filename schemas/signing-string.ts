@@ -1,6 +1,7 @@
 /**
- * Spec 5.1: what a creator signs, five values joined by a line feed, no trailing line
- * feed; the last is the lowercase hex SHA-256 of the exact raw body bytes.
+ * What a creator signs: method, path, timestamp, nonce and body hash, joined by a line
+ * feed, no trailing line feed; the last is the lowercase hex SHA-256 of the exact raw
+ * body bytes.
  *
  * Its own file, free of imports, because the creator SDK (sdk/) imports it as well as
  * the gateway: one definition for the signer and the verifier, and nothing else of

@@ -12,7 +12,7 @@ const ROOT = new URL('../../../', import.meta.url)
 function packageVersion(name: string): string {
   try {
     const pkg = JSON.parse(readFileSync(new URL(`node_modules/${name}/package.json`, ROOT), 'utf8')) as { name?: string; version?: string }
-    // uWebSockets.js is an npm alias (DESIGN.md section 3): show what is really installed.
+    // uWebSockets.js is an npm alias (of @trufflesuite/uws-js-unofficial): show what is really installed.
     return pkg.name !== undefined && pkg.name !== name ? `${pkg.version} (${pkg.name})` : (pkg.version ?? 'unknown')
   } catch {
     return 'not installed'

@@ -44,7 +44,7 @@ export function parseListing(given: unknown): Listing {
   return listing.value
 }
 
-/** Registration steps 3 and 4 of spec section 1: submit a manifest, get an endpoint and a source id. */
+/** Registering a source: the creator submits a manifest and gets back an ingest endpoint and a source id. */
 export function registerSourceRoutes(parts: JsonRoutesParts, baseUrl: () => string, rateCeiling: RateCeiling): void {
   const { registry } = parts
 

@@ -98,8 +98,9 @@ const clip = (path: string) => (path.length <= MAX_LOGGED_PATH ? path : `${path.
 
 /**
  * Registers one control-plane route: bearer authentication, a bounded strict-JSON
- * body, the success envelope, and errors as spec 2.4 bodies. A handler only returns
- * data or throws an ApiError; anything else thrown is logged and answered with 500.
+ * body, the success envelope, and errors as `{ ok: false, error: { code, message,
+ * request_id } }` bodies. A handler only returns data or throws an ApiError; anything
+ * else thrown is logged and answered with 500.
  */
 export function jsonRoute(
   parts: JsonRoutesParts,

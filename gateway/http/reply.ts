@@ -3,8 +3,9 @@ import type { ApiError } from '../../schemas/index.js'
 import type { HttpResponse } from './uws.js'
 
 /**
- * The challenge of a refused signed push: the scheme (Ed25519 over the signing string
- * of spec 5.1) and the headers that carry it, so a client sees what to send.
+ * The challenge of a refused signed push: the scheme (Ed25519 over the signing string:
+ * method, path, timestamp, nonce and body hash) and the headers that carry it, so a
+ * client sees what to send.
  */
 export const INGEST_CHALLENGE = 'Svc-Ed25519 realm="signals", headers="X-Svc-Source-Id X-Svc-Key-Id X-Svc-Timestamp X-Svc-Nonce X-Svc-Signature"'
 
@@ -148,10 +149,11 @@ export class Reply {
   }
 
   /**
-   * Spec 2.4 error body, with the headers HTTP asks of some statuses: Retry-After on 429
-   * and 503 (RFC 6585), Allow on 405, and on every 401 the WWW-Authenticate challenge
-   * RFC 9110 section 11.6.1 requires: `Bearer` for the control plane's token, and for
-   * ingest the signed-request scheme of spec 5.1 (its cause is the body's code).
+   * The error body (`ok: false`; code, message, request_id), with the headers HTTP asks
+   * of some statuses: Retry-After on 429 and 503 (RFC 6585), Allow on 405, and on every
+   * 401 the WWW-Authenticate challenge RFC 9110 section 11.6.1 requires: `Bearer` for the
+   * control plane's token, and for ingest the signed-request scheme `Svc-Ed25519` (its
+   * cause is the body's code).
    */
   fail(error: ApiError, close = false): void {
     let headers: Record<string, string> | undefined

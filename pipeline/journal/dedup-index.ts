@@ -6,9 +6,10 @@
  * Memory: each remembered id costs about 190 bytes plus the id's length on 64-bit Node
  * without pointer compression (the entry object and its boxed time, the Map slot, the
  * expiry-queue slot, the key string); measured: 232 bytes per entry with 41-byte ids.
- * At the 20-minute window of DESIGN section 4 that is ~280 KB per sustained append/s:
- * 1,000 appends/s holds 1.2 M ids, ~280 MB. Entries leave by time only, never by
- * count, because forgetting an id early would let a retry create a second record.
+ * At a 20-minute window (it must outlast every retry that can still pass the two
+ * 300 s checks) that is ~280 KB per sustained append/s: 1,000 appends/s holds 1.2 M
+ * ids, ~280 MB. Entries leave by time only, never by count, because forgetting an id
+ * early would let a retry create a second record.
  */
 
 export interface DedupEntry {

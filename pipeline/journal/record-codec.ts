@@ -32,7 +32,7 @@ export const SOURCE_ID = /^[A-Za-z0-9_-]{1,128}$/
 /** Bytes before the checksummed region. */
 const PREFIX_BYTES = 12
 /**
- * Upper bound for a whole framed record. Signals are at most 16 KB (DESIGN section 4);
+ * Upper bound for a whole framed record. Ingest bodies are at most 16 KB;
  * the bound keeps one bad length field from making recovery allocate gigabytes.
  */
 export const MAX_RECORD_BYTES = 1024 * 1024

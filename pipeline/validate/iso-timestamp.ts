@@ -1,6 +1,6 @@
 /**
  * The one timestamp form the gateway accepts, for the payload `ts` and the
- * `X-Svc-Timestamp` header (spec 2.2 and 5.2: "ISO 8601 UTC"):
+ * `X-Svc-Timestamp` header, both ISO 8601 in UTC:
  *
  *   YYYY-MM-DDTHH:MM:SS[.fraction]Z   or the same ending in +00:00
  *

@@ -3,7 +3,7 @@ import { parseIsoUtc, subMillisecondNanos } from './iso-timestamp.js'
 import { isValidToken } from './token-address.js'
 
 /**
- * Field rules of the signal payload (spec 2.2, 7 and 8; DESIGN.md section 4), applied
+ * Field rules of the signal payload, each failure a 400 with its own code, applied
  * to a value strict-json has already parsed. Checks run in a fixed order and the
  * first failure wins, so a client always learns about the same problem first:
  * shape → unknown fields → source_id → signal_id → ts → token → severity →
@@ -112,9 +112,9 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 /**
- * Counts Unicode code points, not UTF-16 units, because the spec's "280 characters"
- * is what a person counts: an emoji is one character but two UTF-16 units, and a
- * note of 280 emoji must pass. (Grapheme clusters would be kinder still but are not
+ * Counts Unicode code points, not UTF-16 units, because a note's limit of 280
+ * characters is what a person counts: an emoji is one character but two UTF-16 units,
+ * and a note of 280 emoji must pass. (Grapheme clusters would be kinder still but are not
  * stable across Unicode versions, and JSON Schema's maxLength counts code points.)
  */
 function codePointsAtMost(s: string, max: number): boolean {

@@ -1,8 +1,8 @@
 /**
- * Strict JSON for ingest bodies (DESIGN.md section 4: duplicate keys, lone
- * surrogates and non-UTF-8 are `invalid_body`). The signature covers the raw bytes
- * and renters receive a re-serialised event, so any input that two JSON parsers
- * could read differently is refused rather than interpreted:
+ * Strict JSON for ingest bodies: duplicate keys, lone surrogates and non-UTF-8 are
+ * `invalid_body`. The signature covers the raw bytes and renters receive a
+ * re-serialised event, so any input that two JSON parsers could read differently is
+ * refused rather than interpreted:
  *
  * - invalid UTF-8, and a byte order mark (JSON.parse would read U+FEFF as garbage,
  *   other parsers skip it);

@@ -3,9 +3,9 @@ import { base58 } from '@scure/base'
 import { CHAINS } from '../../schemas/index.js'
 
 /**
- * Token address formats per chain (spec 2.2: "a valid mint or account address for
- * the declared chain"; DESIGN.md section 4 names the chains). Syntax and checksum
- * only: whether the account exists on chain is not the gateway's business.
+ * Token address formats per chain: a token must be a valid mint or account address on
+ * one of the chains the manifest declares (solana, or one of seven EVM chains). Syntax
+ * and checksum only: whether the account exists on chain is not the gateway's business.
  */
 /** The chains a manifest may declare; defined once, with the manifest schema. */
 export const SUPPORTED_CHAINS = CHAINS

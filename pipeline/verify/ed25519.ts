@@ -2,8 +2,8 @@ import sodium from 'sodium-native'
 
 /**
  * Ed25519 signature check used by the verify workers. Kept to one native call and
- * no other imports: it runs inside every piscina worker (DESIGN.md section 3 picks
- * sodium-native after measuring it fastest on one core).
+ * no other imports: it runs inside every piscina worker (sodium-native because it
+ * measured fastest on one core; docs/benchmarks.md, "Dependencies and measured choices").
  */
 
 const PUBLIC_KEY_BYTES = 32

@@ -1,7 +1,7 @@
 /**
- * Behaviour every `SignalLog` backend must show (DESIGN section 2: both backends pass
- * one suite). Backend-agnostic: it only uses the contract of `pipeline/log.ts` and
- * error `code`s, never a backend's files or internals.
+ * Behaviour every `SignalLog` backend must show (the journal and JetStream backends
+ * both run this one suite). Backend-agnostic: it only uses the contract of
+ * `pipeline/log.ts` and error `code`s, never a backend's files or internals.
  *
  * Usage, in a backend's test file:
  *   logContract(t, 'journal', (dir) => openJournal({ dir, fsync: 'always', dedupWindowMs: 1_200_000 }), hooks)

@@ -4,7 +4,7 @@ import { call, payload, provision, push, type Provisioned } from '../helpers/api
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 
-// Spec 3.2 (accepted → disputed once compromise evidence is accepted) and 5.3's
+// A signal moves from accepted to disputed once compromise evidence is accepted. The
 // compromise flow: revoke the leaked key, rotate, open a dispute, the review decides.
 
 const gw = await startTestGateway(t)

@@ -213,6 +213,7 @@ t.test('check precedence: a body without source_id reusing an accepted signal_id
   expectError(await push(gw, src.sign({ ...p, source_id: undefined })), 400, 'invalid_source_id')
 })
 
+// The three source ids (URL, header, body) are checked before signature, timestamp and nonce.
 t.test('check precedence: a body source_id mismatch is reported before every auth check (spec 4.1 ranks the three ids first)', async () => {
   const other = payload('src_other')
   const stale = new Date(Date.now() - 400_000).toISOString()
