@@ -1,5 +1,4 @@
 import type { IngestPipeline, RefusalHistory, RevocationBarrier, VerifyPool } from '../pipeline/index.js'
-import type { ReceiptStore } from '../receipts/index.js'
 import type { Rentals } from '../rentals/index.js'
 import type { RateCeiling } from '../schemas/index.js'
 import type { ClientAddresses } from './client-address.js'
@@ -10,10 +9,8 @@ import { registerDisputeRoutes } from './control/dispute-routes.js'
 import { registerIngestErrorsRoute } from './control/ingest-errors-route.js'
 import { registerKeyRoutes } from './control/key-routes.js'
 import { registerRentalRoutes } from './control/rental-routes.js'
-import { registerScoringRoutes } from './control/scoring-routes.js'
 import { registerSourceLifecycleRoutes } from './control/source-lifecycle-routes.js'
 import { registerSourceRoutes } from './control/source-routes.js'
-import { registerSourceStatusRoute } from './control/source-status-route.js'
 import type { BodyReader } from './http/body-reader.js'
 import { noteMethods, type JsonRoutesParts } from './http/json-route.js'
 import type { Reply } from './http/reply.js'
@@ -21,19 +18,12 @@ import { route } from './http/route.js'
 import { ingestHandler } from './ingest-edge.js'
 import type { Metrics } from './metrics.js'
 import type { ProvenAddresses } from './proven-addresses.js'
-import { registerReadRoutes, type ReadOptions } from './reads/index.js'
 
-/** What the gateway role serves over HTTP: signed ingest, the control plane and the receipt reads. */
+/** What the gateway role serves over HTTP: signed ingest and the control plane (receipt-routes.ts has the receipt reads). */
 export interface ApiOptions {
   /** The highest max_rate a new source may declare. */
   readonly rateCeiling: RateCeiling
   readonly rentals: Rentals
-  /** Receipts: read by the receipts API, written by the recorder. */
-  readonly receipts: ReceiptStore
-  /** How long a source's public status keeps its receipt figures (STATUS_CACHE_MS). */
-  readonly statusCacheMs: number
-  /** The receipt reads' allowances, export caps and usage meter. */
-  readonly reads: Pick<ReadOptions, 'limiter' | 'rates' | 'exportsPerCaller' | 'exportsMax' | 'exportIdleTimeoutMs' | 'meter'>
   readonly pipeline: IngestPipeline
   readonly pool: VerifyPool
   /** The refused ingest requests each creator lists. */
@@ -59,7 +49,7 @@ export interface ApiEdge {
 
 export const INGEST_PATH = '/v1/byo/sources/:source_id/signals'
 
-/** Registers ingest, the control plane (sources, keys, agents, tokens, rentals, disputes, scoring) and the receipt reads. */
+/** Registers ingest and the control plane (sources, keys, agents, tokens, rentals, disputes). */
 export function registerApiRoutes(parts: JsonRoutesParts, o: ApiOptions, edge: ApiEdge): void {
   noteMethods(parts, INGEST_PATH, 'POST')
   route(
@@ -91,9 +81,6 @@ export function registerApiRoutes(parts: JsonRoutesParts, o: ApiOptions, edge: A
   registerKeyRoutes(parts, (scope) => o.revocations.settled(scope))
   registerIngestErrorsRoute(parts, o.errors)
   registerRentalRoutes(parts, o.rentals)
-  registerScoringRoutes(parts, o.receipts, Date.now)
-  registerSourceStatusRoute(parts, { receipts: o.receipts, cacheMs: o.statusCacheMs, now: Date.now, logger: parts.logger })
-  registerReadRoutes(parts, { ...o.reads, receipts: o.receipts, rentals: o.rentals, clientAddresses: edge.clientAddresses, logger: parts.logger, metrics: edge.metrics.registry })
   // A signal is stored at most a body's time, a verification and an append after its arrival.
   const maxLagMs = edge.bodyTimeoutMs + 60_000
   registerDisputeRoutes(parts, {

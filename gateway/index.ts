@@ -1,3 +1,6 @@
 export { PortInUseError, startGateway } from './server.js'
 export { MillisecondsHistogram } from './metrics-histogram.js'
 export type { Gateway, GatewayOptions } from './server.js'
+export type { ReceiptRouteOptions } from './receipt-routes.js'
+export { RECEIPT_PATHS } from './receipt-routes.js'
+export { KvUsageMeter, MemoryReadRateLimiter } from './reads/index.js'

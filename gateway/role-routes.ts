@@ -2,6 +2,7 @@ import type { Role } from '../config/index.js'
 import type { Webhooks } from '../delivery/index.js'
 import { ApiError } from '../schemas/index.js'
 import { registerWebhookRoutes } from './control/webhook-routes.js'
+import { RECEIPT_PATHS } from './receipt-routes.js'
 import type { JsonRoutesParts } from './http/json-route.js'
 import { route } from './http/route.js'
 import type { MillisecondsHistogram } from './metrics-histogram.js'
@@ -55,7 +56,7 @@ export function registerDeliveryRoutes(parts: JsonRoutesParts, o: DeliveryRouteO
   return streams
 }
 
-const SERVED_BY = { gateway: 'ROLE=gateway', delivery: 'ROLE=delivery' } as const
+const SERVED_BY = { gateway: 'ROLE=gateway', delivery: 'ROLE=delivery', recorder: 'ROLE=recorder' } as const
 
 /**
  * The `421 wrong_role` answers of a process that runs less than every role: the delivery
@@ -63,10 +64,12 @@ const SERVED_BY = { gateway: 'ROLE=gateway', delivery: 'ROLE=delivery' } as cons
  * plane, reads) where the gateway role does not run. The health, readiness, metrics and
  * OpenAPI paths are served by every role and registered before this.
  */
-export function registerOtherRoles(parts: JsonRoutesParts, role: Role): void {
-  if (role === 'all') return
+export function registerOtherRoles(parts: JsonRoutesParts, role: Role, receipts: { readonly receiptsHere: boolean; readonly receiptsServedBy: 'gateway' | 'recorder' }): void {
   const misdirected = (servedBy: keyof typeof SERVED_BY) => (reply: Parameters<Parameters<typeof route>[4]>[0]) =>
     reply.fail(new ApiError('wrong_role', `this process runs ROLE=${role}; this path is served by processes with ${SERVED_BY[servedBy]} or ROLE=all`), true)
+  // The receipt paths where this process's receipt store is not the whole one (RECEIPT_PATHS).
+  if (!receipts.receiptsHere) for (const path of RECEIPT_PATHS) route(parts.app, 'any', path, parts.logger, misdirected(receipts.receiptsServedBy))
+  if (role === 'all') return
   if (role !== 'delivery') for (const path of DELIVERY_PATHS) route(parts.app, 'any', path, parts.logger, misdirected('delivery'))
   // uWS prefers a static or parameter match over a wildcard: the paths above and those this process serves win.
   if (role !== 'gateway') route(parts.app, 'any', '/v1/*', parts.logger, misdirected('gateway'))

@@ -13,6 +13,7 @@ import { uws, type us_listen_socket } from './http/uws.js'
 import { ClientAddresses } from './client-address.js'
 import { Metrics } from './metrics.js'
 import { registerMetricsRoute } from './metrics-route.js'
+import { registerReceiptRoutes, type ReceiptRouteOptions } from './receipt-routes.js'
 import { registerRecorderMetrics, type RecorderReadings } from './recorder-metrics.js'
 import { ProvenAddresses } from './proven-addresses.js'
 import { registerDeliveryRoutes, registerOtherRoles, type DeliveryRouteOptions } from './role-routes.js'
@@ -32,6 +33,10 @@ export interface GatewayOptions {
   readonly registry: Registry
   /** Ingest, the control plane and the receipt reads; absent when the gateway role does not run here. */
   readonly api?: ApiOptions
+  /** The receipt reads, exports, usage, source status and scoring; absent where the receipt store here is not the whole one (receipt-routes.ts). */
+  readonly receiptRoutes?: ReceiptRouteOptions
+  /** Which role serves the receipt paths where this process does not: named in their 421. */
+  readonly receiptsServedBy: 'gateway' | 'recorder'
   /** The renters' streams, polling and webhooks; absent when the delivery role does not run here. */
   readonly delivery?: DeliveryRouteOptions
   /** The recorder, for its metrics and its detail in /readyz; absent when none runs in this process. */
@@ -102,6 +107,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
     const edge = { bodies, bodyTimeoutMs: options.bodyTimeoutMs, isDraining, isStarting: options.isStarting, track, metrics, provenAddresses, clientAddresses, baseUrl: () => baseUrl }
     registerApiRoutes(parts, api, edge)
   }
+  if (options.receiptRoutes !== undefined) registerReceiptRoutes(parts, options.receiptRoutes, { clientAddresses, metrics })
   const streams = options.delivery === undefined ? undefined : registerDeliveryRoutes(parts, options.delivery, metrics)
 
   getRoute(parts, '/healthz', (reply) => reply.send(200, { ok: true, data: { status: 'alive' } }))
@@ -125,7 +131,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   registerMetricsRoute(parts, metrics, options.logger, Date.now)
   getRoute(parts, '/v1/openapi.json', (reply) => reply.send(200, openApiDocument(baseUrl)))
   refuseOtherMethods(parts)
-  registerOtherRoles(parts, options.role)
+  registerOtherRoles(parts, options.role, { receiptsHere: options.receiptRoutes !== undefined, receiptsServedBy: options.receiptsServedBy })
   route(app, 'any', '/*', options.logger, (reply) => reply.fail(new ApiError('not_found', 'no such endpoint'), true))
 
   const listenSocket = await new Promise<us_listen_socket>((resolve, reject) => {

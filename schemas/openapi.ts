@@ -122,7 +122,7 @@ const decision = (action: 'accept' | 'reject', description: string) => ({
 export function openApiDocument(serverUrl: string): Record<string, unknown> {
   return {
     openapi: '3.1.0',
-    info: { title: 'Signal Ingest Gateway', version: '1', description: 'Signed ingest and control plane (spec Phase 2 draft).' },
+    info: { title: 'Signal Ingest Gateway', version: '1', description: 'Signed ingest, the control plane, receipt reads and delivery.' },
     servers: [{ url: serverUrl }],
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' }, ticket: ticketScheme },
@@ -234,7 +234,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
         get: {
           security: bearer,
           parameters: [path('source_id'), path('signal_id')],
-          responses: { '200': { description: 'the signal state (spec 3.2): accepted or disputed, with dispute_id', ...ok({}) }, ...control(404) },
+          responses: { '200': { description: 'the signal state: accepted, or disputed (with dispute_id) once compromise evidence is accepted', ...ok({}) }, ...control(404) },
         },
       },
       ...decision('accept', 'accepted dispute (admin token): its signals are disputed'),

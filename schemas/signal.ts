@@ -72,7 +72,7 @@ export const AcceptedBody = Type.Object(
     received_at: Type.String({ description: 'ISO 8601 UTC arrival time; the original one for a deduplicated accept' }),
     test: Type.Optional(Type.Literal(true, { description: "present for a pending key's test signal" })),
     deduplicated: Type.Optional(Type.Literal(true, { description: 'present when this was a retry of an accepted signal' })),
-    disputed: Type.Optional(Type.Literal(true, { description: 'present on a retry of a signal an accepted dispute moved to state disputed (spec 3.2)' })),
+    disputed: Type.Optional(Type.Literal(true, { description: 'present on a retry of a signal an accepted dispute moved to state disputed' })),
   },
   { additionalProperties: false },
 )

@@ -1,13 +1,11 @@
 import type { ApiOptions } from '../gateway/api-routes.js'
-import { KvUsageMeter, MemoryReadRateLimiter } from '../gateway/reads/index.js'
 import { VerifyPool } from '../pipeline/index.js'
-import type { ReceiptStore } from '../receipts/index.js'
 import type { Rentals } from '../rentals/index.js'
 import { openEmbeddedGatewayIngest } from './gateway-ingest-embedded.js'
 import { openNatsGatewayIngest } from './gateway-ingest-nats.js'
 import type { ServiceCore } from './setup.js'
 
-/** The gateway role: signed ingest (verify pool, nonces, dedup), the control plane and the receipt reads. */
+/** The gateway role: signed ingest (verify pool, nonces, dedup) and the control plane. */
 export interface GatewayPart {
   readonly api: ApiOptions
   /** Rebuilds (embedded) or connects to (NATS) the ingest state; ingest answers 503 not_ready until it is back. */
@@ -20,9 +18,8 @@ export interface GatewayPart {
   close(logClosed: boolean): Promise<void>
 }
 
-export async function openGatewayPart(core: ServiceCore, rentals: Rentals, receipts: ReceiptStore): Promise<GatewayPart> {
-  const { config, logger, steps } = core
-  const warn = (message: string, err: unknown) => logger.warn({ err }, message)
+export async function openGatewayPart(core: ServiceCore, rentals: Rentals): Promise<GatewayPart> {
+  const { config, logger } = core
   const rateCeiling = { perSecond: config.INGEST_MAX_RATE_PER_S, burst: config.INGEST_MAX_BURST }
   const pool = new VerifyPool({
     threads: config.VERIFY_THREADS,
@@ -37,23 +34,10 @@ export async function openGatewayPart(core: ServiceCore, rentals: Rentals, recei
   })
   const nats = core.backends.nats
   const ingest = nats === undefined ? await openEmbeddedGatewayIngest(core, { pool, rateCeiling }) : await openNatsGatewayIngest(core, nats, { pool, rateCeiling })
-  // Rows exported per caller, on the key-value port like every shared counter.
-  const usageBucket = await steps.time('usage', () => core.openBucket('usage', KvUsageMeter.bucketLimits))
-  const usage = new KvUsageMeter(usageBucket, { onWarning: warn })
   return {
     api: {
       rateCeiling,
       rentals,
-      receipts,
-      statusCacheMs: config.STATUS_CACHE_MS,
-      reads: {
-        limiter: new MemoryReadRateLimiter(config.READ_RATE_TRACKED_MAX),
-        rates: { anonymousPerMin: config.READ_RATE_ANON_PER_MIN, tokenPerMin: config.READ_RATE_TOKEN_PER_MIN, rentalPerMin: config.READ_RATE_RENTAL_PER_MIN },
-        exportsPerCaller: config.EXPORT_CONCURRENT_PER_PRINCIPAL,
-        exportsMax: config.EXPORT_CONCURRENT_MAX,
-        exportIdleTimeoutMs: config.EXPORT_IDLE_TIMEOUT_MS,
-        meter: usage,
-      },
       pipeline: ingest.pipeline,
       pool,
       errors: ingest.errors,
@@ -65,12 +49,6 @@ export async function openGatewayPart(core: ServiceCore, rentals: Rentals, recei
       await pool.close()
       await ingest.stop(failed)
     },
-    async close(logClosed) {
-      let failure: unknown
-      for (const close of [() => usage.close(), () => usageBucket.close(), () => ingest.close(logClosed)]) {
-        await close().catch((err: unknown) => (failure ??= err))
-      }
-      if (failure !== undefined) throw failure
-    },
+    close: (logClosed) => ingest.close(logClosed),
   }
 }

@@ -8,6 +8,7 @@ import { migrateLegacyRegistry, Registry } from '../registry/index.js'
 import { Rentals } from '../rentals/index.js'
 import { openDeliveryPart } from './delivery-part.js'
 import { openGatewayPart } from './gateway-part.js'
+import { openReceiptReadsPart } from './receipt-reads-part.js'
 import { createRecorder, openReceiptStore, openRecorderLease } from './recorder-part.js'
 import { adminToken, followLogEnd, makeDir, stepTimer, type ServiceCore } from './setup.js'
 
@@ -97,8 +98,12 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   }
   failFatally = core.failFatally
 
-  // Rentals: the control plane makes and ends them, delivery follows them through the bucket's watch.
-  const rentalsBucket = runs.gateway || runs.delivery ? await steps.time('rentals', () => core.openBucket('rentals', Rentals.bucketLimits(config.RENTALS_MAX))) : undefined
+  // Where the receipt routes are served: with the gateway on the embedded backends (one
+  // receipt store for the one process), and on NATS with the recorder, the one writer of
+  // an embedded receipt store, or with every gateway when the store is a ClickHouse server.
+  const receiptsHere = backends.kind === 'embedded' ? runs.gateway : runs.recorder || (runs.gateway && config.CLICKHOUSE_URL !== '')
+  // Rentals: the control plane makes and ends them, delivery follows them through the bucket's watch, receipt reads check renters against them.
+  const rentalsBucket = runs.gateway || runs.delivery || receiptsHere ? await steps.time('rentals', () => core.openBucket('rentals', Rentals.bucketLimits(config.RENTALS_MAX))) : undefined
   const rentals =
     rentalsBucket &&
     (await Rentals.open({
@@ -107,9 +112,10 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
       keepEndedMs: config.RENTALS_KEEP_ENDED_DAYS * 86_400_000,
       onWarning: (message, err) => logger.warn({ err }, message),
     }))
-  // Receipts: read by the gateway role, written by the recorder.
-  const receipts = runs.gateway || runs.recorder ? await openReceiptStore(core) : undefined
-  const gatewayPart = runs.gateway && rentals && receipts ? await openGatewayPart(core, rentals, receipts) : undefined
+  // Receipts: written by the recorder, read where receiptsHere says.
+  const receipts = receiptsHere || runs.recorder ? await openReceiptStore(core) : undefined
+  const receiptReads = receiptsHere && receipts && rentals ? await openReceiptReadsPart(core, receipts, rentals) : undefined
+  const gatewayPart = runs.gateway && rentals ? await openGatewayPart(core, rentals) : undefined
   // Without ingest here, the log's end is asked of the log (in a cluster, others append).
   const logEnd = gatewayPart === undefined ? await followLogEnd(signalLog, 1000, (err) => logger.warn({ err }, 'signal log: its end could not be read')) : undefined
   const logLastSeq = logEnd?.lastSeq ?? (() => gatewayPart?.api.pipeline.logLastSeq ?? 0)
@@ -131,6 +137,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     role,
     registry,
     ...(gatewayPart && { api: gatewayPart.api }),
+    ...(receiptReads && { receiptRoutes: receiptReads.routes }),
+    receiptsServedBy: backends.kind === 'embedded' ? 'gateway' : 'recorder',
     ...(delivery && { delivery: delivery.routes }),
     ...(recorder && { recorder }),
     logLastSeq,
@@ -176,6 +184,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         // Each is closed even if one before it fails; the first failure is reported.
         let failure: unknown
         await delivery?.close().catch((err: unknown) => (failure ??= err))
+        await receiptReads?.close().catch((err: unknown) => (failure ??= err))
         logEnd?.stop()
         await rentals?.close()
         await registry.close()

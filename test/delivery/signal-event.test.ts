@@ -24,7 +24,7 @@ const record: SignalRecord = {
   body: '{}',
 }
 
-t.test('an accepted signal becomes a byo.signal.accepted event with the fields of spec 6', async (t) => {
+t.test('an accepted signal becomes a byo.signal.accepted event with the fields of a delivered signal', async (t) => {
   const event = signalAcceptedEvent(record, 'rent_1', 7)
   t.ok(Compile(SignalAcceptedEvent).Check(event), 'matches the event schema')
   t.same(event, {

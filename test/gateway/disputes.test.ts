@@ -95,7 +95,7 @@ t.test('an accepted dispute moves its signals from accepted to disputed; the oth
 
   const replay = await push(gw, c.sign(c.leaked[0]!))
   t.equal(replay.status, 202, 'the signal stays in the record: a replay is still a deduplicated 202')
-  t.equal(replay.body.status, 'accepted', 'the outcome of the request, as spec 2.3 has it')
+  t.equal(replay.body.status, 'accepted', 'the outcome of the request, not the signal state')
   t.equal(replay.body.disputed, true, 'and the state of the signal')
   t.equal(replay.body.deduplicated, true)
   t.equal(replay.body.received_at, c.answers[0]!.received_at, 'with its original arrival time')

@@ -17,7 +17,7 @@ const expectError = (res: { status: number; body: any; headers: Headers }, statu
   else t.equal(res.headers.get('www-authenticate'), null, 'only a 401 carries a challenge')
 }
 
-t.test('a correctly signed signal is accepted with the body of spec 2.3', async (t) => {
+t.test('a correctly signed signal is accepted with ok, status accepted, signal_id, source_id and received_at', async (t) => {
   const p = payload(src.sourceId)
   const before = Date.now()
   const res = await push(gw, src.sign(p))
@@ -74,7 +74,7 @@ t.test('an unknown source looks like an unknown key, so source ids cannot be pro
   expectError(await push(gw, signed), 401, 'unknown_key')
 })
 
-t.test('a signature by a different private key is refused with 401 invalid_signature and the spec message', async (t) => {
+t.test('a signature by a different private key is refused with 401 invalid_signature and its message', async (t) => {
   const res = await push(gw, src.sign(payload(src.sourceId), { key: generateCreatorKey() }))
   expectError(res, 401, 'invalid_signature')
   t.equal(res.body.error.message, 'request signature could not be verified')
@@ -214,7 +214,7 @@ t.test('check precedence: a body without source_id reusing an accepted signal_id
 })
 
 // The three source ids (URL, header, body) are checked before signature, timestamp and nonce.
-t.test('check precedence: a body source_id mismatch is reported before every auth check (spec 4.1 ranks the three ids first)', async () => {
+t.test('check precedence: a body source_id mismatch is reported before every auth check (the three source ids are checked first)', async () => {
   const other = payload('src_other')
   const stale = new Date(Date.now() - 400_000).toISOString()
   expectError(await push(gw, src.sign(other, { timestamp: stale })), 400, 'invalid_source_id', 'before a stale timestamp')

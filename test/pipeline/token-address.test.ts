@@ -15,7 +15,7 @@ const EIP55_VECTORS = [
   '0xD1220A0cf47c7B9Be7A2E6BA89F429762e7b9aDb',
 ]
 
-t.test('the supported chains are exactly the eight of DESIGN.md section 4', async (t) => {
+t.test('the supported chains are exactly eight: solana and seven EVM chains', async (t) => {
   t.same([...SUPPORTED_CHAINS].sort(), ['arbitrum', 'avalanche', 'base', 'bsc', 'ethereum', 'optimism', 'polygon', 'solana'])
   t.equal(isSupportedChain('ethereum'), true)
   t.equal(isSupportedChain('Ethereum'), false)

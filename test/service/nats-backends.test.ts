@@ -67,6 +67,11 @@ t.test('two gateways on one NATS share the ingest state: a nonce is spent on bot
   const after = await push(b, src.sign(payload(src.sourceId)))
   t.equal(after.status, 401, 'a push under the revoked key, on B')
   t.equal(after.body.error.code, 'revoked_key')
+
+  // The receipt store is this cluster's recorder's (embedded): a gateway sends receipt reads there.
+  const receipts = await call(a.url, 'GET', '/v1/byo/receipts', { token: src.creatorToken })
+  t.equal(receipts.status, 421, 'receipt reads on a gateway of a cluster without a ClickHouse server')
+  t.match(receipts.body.error.message, /served by processes with ROLE=recorder or ROLE=all/)
 })
 
 t.test('ROLE=all on NATS starts ready and takes signals', async (t) => {
@@ -84,6 +89,9 @@ t.test('a recorder on NATS starts ready; a second one on the same NATS is refuse
   const env = { NATS_URL: nats.urls, ROLE: 'recorder', ADMIN_TOKEN: adminToken }
   const first = await startTestGateway(t, { env, adminToken })
   t.equal((await fetch(`${first.url}/readyz`)).status, 200, 'ready')
+  const status = await call(first.url, 'GET', '/v1/byo/sources/src_none/status', {})
+  t.same([status.status, status.body.error.code], [404, 'not_found'], 'the recorder serves the receipt routes (a source status, here of no source)')
+  t.equal((await call(first.url, 'GET', '/v1/admin/tokens', { token: adminToken })).status, 421, 'and not the control plane')
   const nc = await connect({ servers: nats.urls })
   t.teardown(() => nc.close())
   const consumer = await (await jetstreamManager(nc)).consumers.info('SIGNALS', 'recorder')
