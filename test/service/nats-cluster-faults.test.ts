@@ -3,7 +3,7 @@ import { jetstreamManager } from '@nats-io/jetstream'
 import { connect } from '@nats-io/transport-node'
 import t, { type Test } from 'tap'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
-import { startNatsCluster } from '../../harness/nats-launcher.js'
+import { startNatsCluster, startNatsServer } from '../../harness/nats-launcher.js'
 import { payload, provision, push, type Provisioned } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 
@@ -81,8 +81,8 @@ async function burst(src: Provisioned, gateways: LaunchedGateway[], fault: () =>
   return result
 }
 
-async function storedSignalIds(stream: string): Promise<string[]> {
-  const nc = await connect({ servers: cluster.urls.split(','), maxReconnectAttempts: -1, reconnectTimeWait: 50 })
+async function storedSignalIds(stream: string, urls = cluster.urls): Promise<string[]> {
+  const nc = await connect({ servers: urls.split(','), maxReconnectAttempts: -1, reconnectTimeWait: 50 })
   try {
     const jsm = await jetstreamManager(nc)
     const info = await jsm.streams.info(stream)
@@ -154,4 +154,21 @@ t.test('a gateway killed with kill -9 mid-burst: the other takes the retries, ev
   const result = await burst(src, gateways, () => gateways[0]!.kill())
   t.ok(gateways[0]!.proc.signalCode === 'SIGKILL', 'the first gateway was killed')
   checkOnce(t, result, await storedSignalIds('GATEWAY_KILL'))
+})
+
+t.test('the one nats-server restarted mid-burst: 503 while it is down, then every signal accepted once, with no gateway restarted', async (t) => {
+  const single = await startNatsServer()
+  t.teardown(() => single.close())
+  const env = { NATS_URL: single.urls, NATS_STREAM: 'RESTART', ROLE: 'gateway', ADMIN_TOKEN: adminToken, ...RETENTION }
+  const gateways = await Promise.all([startTestGateway(t, { env, adminToken }), startTestGateway(t, { env, adminToken })])
+  const src = await provision(gateways[0]!)
+  const node = single.nodes[0]!
+  const result = await burst(src, gateways, async () => {
+    await node.stop()
+    await new Promise((r) => setTimeout(r, 1_000))
+    await node.restart()
+  })
+  t.ok(result.retried > 0, 'some pushes met the outage and were retried')
+  t.ok(gateways.every((g) => g.proc.exitCode === null), 'both gateways kept running')
+  checkOnce(t, result, await storedSignalIds('RESTART', single.urls))
 })
