@@ -36,13 +36,13 @@ async function pushUntil(gw: LaunchedGateway, src: Provisioned, accepted: Set<st
   )
 }
 
-t.test('kill -9 in the middle of recorder batches, six times: every 202ed signal has exactly one receipt, and nothing else does', async (t) => {
+t.test('kill -9 in the middle of recorder batches, three times: every 202ed signal has exactly one receipt, and nothing else does', async (t) => {
   let gw = await startTestGateway(t, { env })
   const { dataDir, adminToken } = gw
   const src = await provision(gw)
   const accepted = new Set<string>()
   const kills: Array<{ accepted: number; lag_records: number; state: string }> = []
-  for (let round = 0; round < 6; round++) {
+  for (let round = 0; round < 3; round++) {
     let kill!: () => void
     const killed = new Promise<void>((resolve) => (kill = resolve))
     const pushing = pushUntil(gw, src, accepted, killed)
@@ -59,7 +59,7 @@ t.test('kill -9 in the middle of recorder batches, six times: every 202ed signal
     gw = await startTestGateway(t, { dataDir, adminToken, env })
   }
   t.comment(`at each kill: ${JSON.stringify(kills)}`)
-  t.ok(accepted.size > 2000, `${accepted.size} signals accepted over ${kills.length} kills`)
+  t.ok(accepted.size > 1000, `${accepted.size} signals accepted over ${kills.length} kills`)
   t.ok(kills.some((k) => k.state === 'running' || k.lag_records > 0), `the recorder had work in hand at a kill: ${JSON.stringify(kills)}`)
 
   await until('the recorder caught up after the last restart', async () => (await readyz(gw)).data.recorder?.state === 'caught_up', 30_000)
