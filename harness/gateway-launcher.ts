@@ -89,11 +89,12 @@ export async function launchGateway(options: LaunchOptions = {}): Promise<Launch
   }
   const adminToken = options.adminToken ?? `admin_${randomBytes(16).toString('hex')}`
   const env = { PATH: process.env['PATH'] ?? '', PORT: String(options.port ?? 0), HOST: '127.0.0.1', DATA_DIR: dataDir, ADMIN_TOKEN: adminToken, ...options.env }
-  // Past the file size limit Node ignores SIGXFSZ, but tap preloads its process-info hook
-  // into children through NODE_OPTIONS, and that hook (signal-exit) catches SIGXFSZ and
-  // re-raises it: `env -u` leaves it out.
-  const command = [process.execPath, ...NODE_FLAGS, ...(options.nodeArgs ?? []), GATEWAY_MAIN]
-  if (options.fileSizeLimitBytes !== undefined) command.unshift('env', '-u', 'NODE_OPTIONS', 'prlimit', `--fsize=${options.fileSizeLimitBytes}`, '--')
+  // Under tap, every child gets tap's process-info hook through NODE_OPTIONS (tap wraps
+  // spawn to add it, whatever env is passed). In the gateway it cost about 1 s of CPU per
+  // start (the bundle's source map read, the hooks), so `env -u` leaves it out; it also
+  // kept SIGXFSZ from ending a process past its file size limit (the hook re-raises it).
+  const command = ['env', '-u', 'NODE_OPTIONS', process.execPath, ...NODE_FLAGS, ...(options.nodeArgs ?? []), GATEWAY_MAIN]
+  if (options.fileSizeLimitBytes !== undefined) command.splice(3, 0, 'prlimit', `--fsize=${options.fileSizeLimitBytes}`, '--')
   const proc = spawn(command[0]!, command.slice(1), { env, stdio: ['ignore', 'pipe', 'pipe'] })
   // 'close', not 'exit': the last lines it wrote are in `output` by then.
   const exit = new Promise<GatewayExit>((resolve) => proc.once('close', (code, signal) => resolve({ code, signal })))
