@@ -7,7 +7,8 @@ import { join } from 'node:path'
 import type { Readable } from 'node:stream'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { fileURLToPath } from 'node:url'
-import { NODE_FLAGS } from '../config/index.js'
+// The flags' own file: the configuration's entry would load its schema library into every test.
+import { NODE_FLAGS } from '../config/node-flags.js'
 
 /**
  * The built gateway as a child process on 127.0.0.1, for the integration tests

@@ -19,7 +19,7 @@ const renterToken = (await admin('/v1/admin/tokens', { role: 'renter', subject: 
 await admin('/v1/admin/rentals', { renter_id: 'exporter', source_id: small.sourceId })
 
 const SMALL = 2000
-const BIG = 300_000
+const BIG = 150_000
 const notes = ['plain', 'with, a comma', 'with "quotes"', 'two\nlines', null]
 const smallInputs = Array.from({ length: SMALL }, (_, i) => receiptOf(small, i, (i + 1) * 1000, { note: notes[i % notes.length] as string | null, confidence: i % 4 === 0 ? null : i % 101 }))
 const bigInputs = Array.from({ length: BIG }, (_, i) => receiptOf(big, i, (i + 1) * 10))

@@ -106,19 +106,29 @@ t.test('webhooks across kill -9: every 202ed signal arrives at least once, in ev
   t.same(order, [...order].sort((a, b) => a - b), 'first arrivals in event-id order')
   t.ok(got.every((d) => d.id === `msg_${rental.rental_id}_${d.eventId}`), 'webhook-ids derive from the rental and the event id')
   // The position is written per run of events (at most RUN_MAX_EVENTS, about a second), so a
-  // kill re-sends at most the run it cut: the last events delivered before it, in the same
-  // order, before any new one. Each repeat run must be exactly such a suffix, one per kill at most.
+  // kill re-sends at most the run it cut: events delivered before it, in the same order, from
+  // the stored position on, before any new one. A re-send cut by the next kill starts over
+  // (its run begins again lower), so each repeat run is a slice of the first arrivals that
+  // begins within the last RUN_MAX_EVENTS of them; one run per kill at most.
   const runs: number[][] = []
   const firsts: number[] = []
   const seenIds = new Set<number>()
   const runProblems: string[] = []
   const checkRun = (run: number[]) => {
-    const suffix = firsts.slice(Math.max(0, firsts.length - run.length))
-    if (run.length > RUN_MAX_EVENTS || JSON.stringify(suffix) !== JSON.stringify(run)) runProblems.push(`repeats ${run.join(',')} are not the last ${run.length} events delivered before them (at most ${RUN_MAX_EVENTS})`)
+    const start = firsts.indexOf(run[0]!)
+    const slice = firsts.slice(start, start + run.length)
+    if (start < 0 || start < firsts.length - RUN_MAX_EVENTS || JSON.stringify(slice) !== JSON.stringify(run)) {
+      runProblems.push(`repeats ${run.join(',')} are not a run of the last ${RUN_MAX_EVENTS} events delivered before them`)
+    }
   }
   let current: number[] | undefined
   for (const d of got) {
     if (seenIds.has(d.eventId)) {
+      // A re-send that starts over (the next kill cut the last one) is a run of its own.
+      if (current !== undefined && d.eventId <= current[current.length - 1]!) {
+        checkRun(current)
+        current = undefined
+      }
       if (current === undefined) runs.push((current = []))
       current.push(d.eventId)
       continue

@@ -101,7 +101,8 @@ t.test('walking every page of any filter returns exactly the matching receipts, 
         if (cursor === undefined) break
       }
       t.same(got, want)
-      return true
+      // False as well, so fast-check reports the seed and shrinks the case.
+      return JSON.stringify(got) === JSON.stringify(want)
     }),
     { numRuns: 25 },
   )
