@@ -16,7 +16,7 @@ import { startTestGateway } from '../helpers/gateway-process.js'
  * meanwhile.
  */
 
-const SIGNALS = 240
+const SIGNALS = 150
 const WORKERS = 6
 /** How long one signal may take to get its 202 through the faults, retries included. */
 const SIGNAL_DEADLINE_MS = 60_000
