@@ -191,12 +191,19 @@ t.test('a watch whose consumer stalls past its backlog ends with watch_overflow 
   for (let i = 0; i < total; i++) nc.publish(`$KV.${b.name}.k${i}`, bytes('x'))
   await nc.flush()
   // Stored and delivered to this connection (the bucket's own index has them all).
-  while ((await b.status()).revision < total) await new Promise((r) => setTimeout(r, 20))
+  const storedBy = Date.now() + 30_000
+  while ((await b.status()).revision < total && Date.now() < storedBy) await new Promise((r) => setTimeout(r, 20))
+  t.equal((await b.status()).revision, total, 'every change stored')
+  // Stored is not yet delivered: on a loaded machine the server's pushes to this connection
+  // trail the stores, and a reader taking them as they come would keep the queue short.
+  // The stall is the point, so the reader waits before it reads at all.
+  await new Promise((r) => setTimeout(r, 3_000))
   let taken = 0
   const err = await (async () => {
     try {
       for (;;) {
-        const r = await it.next()
+        // Bounded: a watch that never overflows fails here with a message, not a tap timeout.
+        const r = await Promise.race([it.next(), new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`no watch_overflow after ${taken} changes taken`)), 30_000).unref())])
         if (r.done) return undefined
         taken++
       }
