@@ -1,5 +1,5 @@
 /**
- * Nonce claims and signal-index checks per second against one real nats-server, with
+ * Nonce claims, signal-index checks and rate tokens per second against one real nats-server, with
  * `IN_FLIGHT` operations outstanding (default 256), client and server on this machine.
  * Run: npx tsx bench/ingest-ports-nats.ts [seconds]
  */
@@ -32,7 +32,7 @@ const nc = await connect({ servers: server.nodes[0]!.url })
 try {
   const ingest = await composeNatsIngest({
     nc, name: 'bench', nonceWindowMs: 600_000, maxLiveNonces: 10_000_000, dedupWindowMs: 1_800_000, signalRetainMs: 1_800_000,
-    maxSignalEntries: 10_000_000, signalPartitions: 4, refusalsPerSource: 100, maxRefusals: 100_000, onWarning: (m) => console.error(m),
+    maxSignalEntries: 10_000_000, signalPartitions: 4, refusalsPerSource: 100, maxRefusals: 100_000, flagAfterMinutes: 5, maxSources: 100_000, onWarning: (m) => console.error(m),
   })
   // The machine's floor: plain publishes to a stream without expectations, for comparison.
   const js = jetstream(nc)
@@ -50,6 +50,9 @@ try {
     const check = await ingest.ports.signals.check({ sourceId: `src_${i % 100}`, signalId: `sig_${i % 1000}`, idempotencyKey: undefined, bodySha256: sha, now: Date.now(), keyId: 'key_1', claimedNonce: undefined, receivedAtMs: Date.now() })
     if (check.kind !== 'replay') throw new Error(`unexpected ${check.kind}`)
   })
+  const fast = { rate: 1_000_000, per: 'second' as const }
+  await rate('rate tokens (100 sources)', (i) => ingest.ports.rates.take(`src_${i % 100}`, fast, Date.now()))
+  await rate('rate tokens (one source)', () => ingest.ports.rates.take('src_one', fast, Date.now()))
   await ingest.close()
 } finally {
   await nc.close()

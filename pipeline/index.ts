@@ -13,7 +13,7 @@ export type { VerifyPoolOptions } from './verify/verify-pool.js'
 export { IngestPipeline } from './ingest/ingest-pipeline.js'
 export type { IngestPipelineOptions, SignedRequest } from './ingest/ingest-pipeline.js'
 export type {
-  AcceptedSignal, IngestErrorPage, IngestErrorRecord, IngestPorts, NonceClaim, NonceClaimRequest, NonceClaims, RefusalHistory, RevocationBarrier, RevocationScope,
+  AcceptedSignal, IngestErrorPage, IngestErrorRecord, IngestPorts, NonceClaim, NonceClaimRequest, NonceClaims, RateBuckets, RateDecision, RefusalHistory, RevocationBarrier, RevocationScope,
   SignalCheck, SignalCheckRequest, SignalIndex, SignalReservation,
 } from './ingest/ports.js'
 export { composeEmbeddedIngest, type EmbeddedIngest, type EmbeddedIngestOptions } from './ingest/embedded/embedded-ingest.js'

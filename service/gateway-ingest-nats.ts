@@ -1,6 +1,7 @@
 import type { NatsConnection } from '@nats-io/transport-node'
 import { retryAtStart } from '../backends/index.js'
 import { composeNatsIngest, IngestPipeline } from '../pipeline/index.js'
+import { REGISTRY_LIMITS } from '../registry/index.js'
 import { NONCE_WINDOW_MS } from '../schemas/index.js'
 import type { GatewayIngest, GatewayIngestInput } from './gateway-ingest.js'
 import type { ServiceCore } from './setup.js'
@@ -35,6 +36,8 @@ export async function openNatsGatewayIngest(core: ServiceCore, nc: NatsConnectio
       refusalsPerSource: config.INGEST_ERRORS_PER_SOURCE,
       maxRefusals: config.INGEST_ERRORS_UNVERIFIED_MAX,
       replicas: config.NATS_REPLICAS,
+      flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
+      maxSources: REGISTRY_LIMITS.sources,
       // Another gateway's revocation is acknowledged only once this one's registry view shows it.
       registryCaughtUp: () => registry.caughtUp(),
       onWarning: warn,
@@ -48,7 +51,6 @@ export async function openNatsGatewayIngest(core: ServiceCore, nc: NatsConnectio
     now: Date.now,
     nonceWindowMs: NONCE_WINDOW_MS,
     appendQueueLimit: config.JOURNAL_QUEUE_LIMIT,
-    flagAfterMinutes: config.OVER_RATE_FLAG_MINUTES,
     rateCeiling,
     onWarning: warn,
     // JetStream errors are per request (503, retried by the client); this is the log refusing for good.

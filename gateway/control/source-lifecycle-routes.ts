@@ -20,8 +20,8 @@ const LIST_QUERY = {
 /**
  * A source's life after registration: the creator's list of its sources, a new manifest
  * or listing, and retirement. `ingestSettled` resolves once every signal that passed its
- * last check so far, on every gateway, has its answer: a retirement is acknowledged only
- * after it, so no 202 for the source follows.
+ * last check so far, on every gateway, has its answer: a retirement (and a new manifest)
+ * is acknowledged only after it, so no 202 for the source follows it (or breaks it).
  */
 export function registerSourceLifecycleRoutes(
   parts: JsonRoutesParts,
@@ -48,8 +48,10 @@ export function registerSourceLifecycleRoutes(
     return { status: 200, data: page.items.map((s) => sourceView(s, baseUrl())), nextCursor: page.nextCursor }
   })
 
-  // Each field given is replaced whole and checked as at registration; a lower max_rate
-  // applies from the next request checked against it.
+  // Each field given is replaced whole and checked as at registration. A new manifest is
+  // acknowledged once every gateway holds it and has answered the requests it checked
+  // against the old one (the revocation barrier), so a lower max_rate or a narrower
+  // severity list applies on every gateway from the acknowledgement on.
   jsonRoute(parts, 'patch', '/v1/byo/sources/:source_id', { access: 'creator' }, async ({ principal, params, body }) => {
     const source = ownedSource(registry, principal, params[0] as string)
     const input = parseBody(checkUpdateSource, body)
@@ -57,6 +59,7 @@ export function registerSourceLifecycleRoutes(
     const manifest = input.manifest === undefined ? undefined : parseManifest(input.manifest, rateCeiling)
     const listing = input.listing === undefined ? undefined : parseListing(input.listing)
     const updated = await registry.updateSource(source.source_id, { ...(manifest === undefined ? {} : { manifest }), ...(listing === undefined ? {} : { listing }) })
+    if (manifest !== undefined) await ingestSettled({ sourceId: source.source_id })
     return { status: 200, data: sourceView(updated, baseUrl()) }
   })
 

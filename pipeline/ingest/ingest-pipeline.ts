@@ -7,7 +7,6 @@ import { isValidSignalId, validateSignalFields } from '../validate/signal-fields
 import { isPoolClosed, type VerifyPool } from '../verify/verify-pool.js'
 import { keyOrClockRefusal, retiredSourceRefusal, revokedKeyRefusal } from './key-checks.js'
 import type { AcceptedSignal, IngestPorts, RevocationScope, SignalReservation } from './ports.js'
-import { RateLimiter } from './rate-limiter.js'
 import { findSignal, type SignalLookup } from './signal-lookup.js'
 import { accepted, decodeSignalRecord, dedupRecordOf, encodeSignalRecord, signalDedupId, signalRecord, type SignalRecord } from './signal-record.js'
 import type { SignedRequest } from './signed-request.js'
@@ -25,7 +24,6 @@ export interface IngestPipelineOptions {
   readonly nonceWindowMs: number
   /** Requests waiting for the durable append past which `hasRoom()` says no. */
   readonly appendQueueLimit: number
-  readonly flagAfterMinutes: number
   /** The operator's bound on every source's max_rate, also for sources registered under a higher one. */
   readonly rateCeiling: RateCeiling
   /** The log refused an append for good: the service must stop reporting ready. */
@@ -46,7 +44,6 @@ export interface IngestPipelineOptions {
 export class IngestPipeline {
   readonly #o: IngestPipelineOptions
   readonly #ports: IngestPorts
-  readonly #rates: RateLimiter
   /** Requests between their last key check and their answer. */
   #appending = 0
   /**
@@ -58,7 +55,6 @@ export class IngestPipeline {
   constructor(options: IngestPipelineOptions) {
     this.#o = options
     this.#ports = options.ports
-    this.#rates = new RateLimiter({ flagAfterMinutes: options.flagAfterMinutes })
   }
 
   /** Reads the log's end once before the first request, for `logLastSeq` until the first append. */
@@ -242,7 +238,7 @@ export class IngestPipeline {
     if (!nonceRoom) throw new ApiError('rate_limited', 'too many signed requests for this source in the nonce window', { retryAfter: 60 })
     // Read as it is now: a max_rate lowered while this request was verified applies to it.
     const maxRate = enforcedMaxRate(source.manifest.max_rate, this.#o.rateCeiling)
-    const rate = this.#rates.take(source.source_id, maxRate, this.#o.now())
+    const rate = await this.#ports.rates.take(source.source_id, maxRate, this.#o.now())
     if (!rate.ok) {
       if (rate.sustained && source.flagged_for_review_at === null) {
         this.#o.registry.flagSource(source.source_id).catch((err: unknown) => this.#o.onWarning('could not flag the source for review', err))
@@ -261,7 +257,7 @@ export class IngestPipeline {
       if (room !== 'ok') throw noRoomRefusal(room)
       return await this.#append(req, record, reservation, stored)
     } catch (err) {
-      if (!stored.yes) this.#rates.refund(source.source_id)
+      if (!stored.yes) void this.#ports.rates.refund(source.source_id, maxRate)
       throw err
     }
   }

@@ -1,4 +1,7 @@
-import type { ErrorCode } from '../../schemas/index.js'
+import type { ErrorCode, Manifest } from '../../schemas/index.js'
+import type { RateDecision } from './token-bucket.js'
+
+export type { RateDecision }
 
 /**
  * The ingest state every gateway process must share, as asynchronous ports: the pipeline
@@ -212,9 +215,33 @@ export interface RevocationBarrier {
   settled(scope?: RevocationScope): Promise<void>
 }
 
+// ---------------------------------------------------------------------------------------
+// Rate buckets
+// ---------------------------------------------------------------------------------------
+
+/**
+ * Each source's `max_rate` as one token bucket (pipeline/ingest/token-bucket.ts) that
+ * every gateway takes from: behind a balancer spreading a source's pushes over several
+ * gateways, together they admit what one gateway would, never more than
+ * `burst + rate × t` in any span t. The over-rate run that flags a source for review is
+ * kept with the bucket, so refusals on any gateway count towards it. NATS: one KV key
+ * per source, written under its revision.
+ */
+export interface RateBuckets {
+  /** Takes one token of the source's bucket at `now` (ms), or says when one will be back. */
+  take(sourceId: string, maxRate: Manifest['max_rate'], now: number): Promise<RateDecision>
+  /**
+   * Gives back a token taken by a request refused later for a reason of the gateway's own
+   * (no room to remember it). Resolves once the bucket holds it; never rejects (a refund
+   * that could not be written is a warning: the source admits one fewer for a moment).
+   */
+  refund(sourceId: string, maxRate: Manifest['max_rate']): Promise<void>
+}
+
 /** The ports the ingest pipeline asks on every request (the edge writes the RefusalHistory). */
 export interface IngestPorts {
   readonly nonces: NonceClaims
   readonly signals: SignalIndex
   readonly revocations: RevocationBarrier
+  readonly rates: RateBuckets
 }

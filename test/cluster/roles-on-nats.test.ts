@@ -8,7 +8,7 @@ import { connect } from '@nats-io/transport-node'
 import t from 'tap'
 import { GATEWAY_MAIN, launchGateway } from '../../harness/gateway-launcher.js'
 import { startNatsServer } from '../../harness/nats-launcher.js'
-import { call, payload, provision, push } from '../helpers/api.js'
+import { call, MANIFEST, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 
 /**
@@ -67,6 +67,23 @@ t.test('two gateways on one NATS share the ingest state: a nonce is spent on bot
   const after = await push(b, src.sign(payload(src.sourceId)))
   t.equal(after.status, 401, 'a push under the revoked key, on B')
   t.equal(after.body.error.code, 'revoked_key')
+
+  // One token bucket per source over both gateways: a burst of 6 (the test signal took one)
+  // pushed through both at once admits 5, as one gateway would.
+  const limited = await provision(a, { manifest: { ...MANIFEST, max_rate: { rate: 1, per: 'hour', burst: 6 } } })
+  const burst = await Promise.all(Array.from({ length: 12 }, (_, i) => push(i % 2 === 0 ? a : b, limited.sign(payload(limited.sourceId)))))
+  const statuses = burst.map((r) => r.status)
+  t.equal(statuses.filter((s) => s === 202).length, 5, `the burst's tokens, once over both gateways: ${statuses.join(' ')}`)
+  t.equal(statuses.filter((s) => s === 429).length, 7)
+  // A lower max_rate, acknowledged by A, holds on B at once.
+  const fresh = await provision(a, { manifest: { ...MANIFEST, max_rate: { rate: 1, per: 'hour', burst: 100 } } })
+  t.equal((await push(b, fresh.sign(payload(fresh.sourceId)))).status, 202)
+  const lowered = await call(a.url, 'PATCH', `/v1/byo/sources/${fresh.sourceId}`, { token: fresh.creatorToken, body: { manifest: { ...MANIFEST, max_rate: { rate: 1, per: 'hour', burst: 1 } } } })
+  t.equal(lowered.status, 200)
+  t.equal((await push(b, fresh.sign(payload(fresh.sourceId)))).status, 202, 'the bucket cut to the new burst: one token left')
+  const overLowered = await push(b, fresh.sign(payload(fresh.sourceId)))
+  t.equal(overLowered.status, 429, 'B holds the source to the burst of 1 A acknowledged, not the 100 before')
+  t.equal(overLowered.body.error.code, 'rate_limited')
 
   // The receipt store is this cluster's recorder's (embedded): a gateway sends receipt reads there.
   const receipts = await call(a.url, 'GET', '/v1/byo/receipts', { token: src.creatorToken })

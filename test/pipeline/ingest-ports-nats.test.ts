@@ -6,8 +6,11 @@ import { composeNatsIngest } from '../../pipeline/ingest/nats/nats-ingest.js'
 import { NatsNonceClaims } from '../../pipeline/ingest/nats/nonce-claims.js'
 import { NatsRefusalHistory } from '../../pipeline/ingest/nats/refusal-history.js'
 import { NatsSignalIndex } from '../../pipeline/ingest/nats/signal-index.js'
+import { KvRateBuckets } from '../../pipeline/ingest/nats/rate-buckets.js'
+import { natsKvBuckets } from '../../storage/index.js'
 import { NatsRevocationBarrier, type NatsRevocationBarrierOptions } from '../../pipeline/ingest/nats/revocation-barrier.js'
 import { nonceClaimsContract } from '../contracts/nonce-claims-contract.js'
+import { rateBucketsContract } from '../contracts/rate-buckets-contract.js'
 import { refusalHistoryContract } from '../contracts/refusal-history-contract.js'
 import { signalIndexContract } from '../contracts/signal-index-contract.js'
 import { revocationBarrierContract } from '../contracts/revocation-barrier-contract.js'
@@ -42,6 +45,16 @@ nonceClaimsContract(t, 'nats', async (_t, { windowMs }) => {
   const name = fresh('nonces')
   const options = { stream: name, subjectPrefix: `t.${name}`, windowMs, maxLiveNonces: 100_000 }
   return { a: await NatsNonceClaims.open({ nc: ncA, ...options }), b: await NatsNonceClaims.open({ nc: ncB, ...options }) }
+})
+
+rateBucketsContract(t, 'nats', async (t, { flagAfterMinutes }) => {
+  const name = fresh('rates')
+  const open = async (nc: NatsConnection) => {
+    const bucket = await natsKvBuckets(nc)(name, KvRateBuckets.bucketLimits(1000))
+    t.teardown(() => bucket.close())
+    return new KvRateBuckets(bucket, { flagAfterMinutes, onWarning: (m, err) => t.fail(`${m}: ${String(err)}`) })
+  }
+  return { a: await open(ncA), b: await open(ncB) }
 })
 
 revocationBarrierContract(t, 'nats', async (t) => {
@@ -138,7 +151,7 @@ t.test('composeNatsIngest: two gateways opened on one name share their nonces, s
   const name = fresh('composed')
   const open = (nc: NatsConnection) => composeNatsIngest({
     nc, name, nonceWindowMs: 60_000, maxLiveNonces: 10_000, dedupWindowMs: 60_000, signalRetainMs: 120_000, maxSignalEntries: 10_000,
-    signalPartitions: 3, refusalsPerSource: 10, maxRefusals: 10_000, onWarning: (m, err) => t.fail(`${m}: ${String(err)}`),
+    signalPartitions: 3, refusalsPerSource: 10, maxRefusals: 10_000, flagAfterMinutes: 5, maxSources: 1000, onWarning: (m, err) => t.fail(`${m}: ${String(err)}`),
   })
   const [a, b] = [await open(ncA), await open(ncB)]
   t.teardown(async () => {

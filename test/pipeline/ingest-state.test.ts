@@ -1,7 +1,6 @@
 import t from 'tap'
 import { nonceCap } from '../../pipeline/ingest/ingest-pipeline.js'
 import { NonceStore } from '../../pipeline/ingest/embedded/nonce-store.js'
-import { RateLimiter } from '../../pipeline/ingest/rate-limiter.js'
 import { SharedRoom } from '../../pipeline/shared-room.js'
 import { SignalDedup } from '../../pipeline/ingest/embedded/signal-dedup.js'
 
@@ -104,58 +103,6 @@ t.test('dedup: a concurrent duplicate sees the reservation and waits for it', as
   release()
   if (seen.kind === 'in_flight') await seen.settled
   t.equal(dedup.lookup('s', 'sig1', undefined, H1, 0).kind, 'new', 'a failed first attempt leaves nothing behind')
-})
-
-t.test('rate: a bucket of burst 3 at 1 per second admits 3, refuses the 4th with Retry-After 1, refills', async (t) => {
-  const rates = new RateLimiter({ flagAfterMinutes: 3 })
-  const rate = { rate: 1, per: 'second' as const, burst: 3 }
-  t.same([0, 0, 0].map(() => rates.take('s', rate, 0).ok), [true, true, true])
-  const refused = rates.take('s', rate, 0)
-  t.same(refused, { ok: false, retryAfterS: 1, sustained: false })
-  t.equal(rates.take('s', rate, 1000).ok, true)
-})
-
-t.test('rate: the bucket refills at exactly max_rate, and its burst defaults to the rate', async (t) => {
-  const rates = new RateLimiter({ flagAfterMinutes: 3 })
-  const rate = { rate: 10, per: 'second' as const }
-  const admitted = (now: number) => {
-    let n = 0
-    while (rates.take('s', rate, now).ok) n++
-    return n
-  }
-  t.equal(admitted(0), 10, 'a full bucket holds max_rate when no burst is given')
-  t.equal(admitted(1000), 10, 'one second later, max_rate more: not twice that')
-  t.equal(admitted(1500), 5, 'half a second, half of it')
-  t.equal(admitted(61_500), 10, 'a long pause refills to the burst, no further')
-})
-
-t.test('rate: Retry-After is the time until one token is back, per minute and per hour', async (t) => {
-  const rates = new RateLimiter({ flagAfterMinutes: 3 })
-  rates.take('m', { rate: 2, per: 'minute' }, 0)
-  rates.take('m', { rate: 2, per: 'minute' }, 0)
-  const m = rates.take('m', { rate: 2, per: 'minute' }, 0)
-  t.equal(!m.ok && m.retryAfterS, 30)
-  rates.take('h', { rate: 1, per: 'hour' }, 0)
-  const h = rates.take('h', { rate: 1, per: 'hour' }, 0)
-  t.equal(!h.ok && h.retryAfterS, 3600)
-})
-
-t.test('rate: refusals going on for N minutes, never a minute apart, are sustained over-rate; seconds across minute boundaries are not; a quiet minute resets it', async (t) => {
-  const rates = new RateLimiter({ flagAfterMinutes: 3 })
-  const rate = { rate: 1, per: 'hour' as const }
-  rates.take('s', rate, 0)
-  const sustained = (ms: number) => (rates.take('s', rate, ms) as { sustained: boolean }).sustained
-  // Two seconds either side of three minute boundaries: not sustained.
-  t.same([MIN - 1000, MIN + 1000, 2 * MIN - 1000, 2 * MIN + 1000, 3 * MIN - 1000, 3 * MIN + 1000].map(sustained), [false, false, false, false, false, false])
-  // Now every 50 s: the run started at 59 s, so it is sustained from 3 min 59 s on.
-  const times = Array.from({ length: 5 }, (_, i) => 3 * MIN + 50_000 * (i + 1))
-  t.same(times.map(sustained), times.map((ms) => ms - (MIN - 1000) >= 3 * MIN))
-  t.equal(sustained(9 * MIN), false, 'after a quiet minute a new run starts')
-  t.equal(sustained(9 * MIN + 59_000), false)
-  // Refusals a minute or more apart, however long they go on, are no run.
-  const spaced = new RateLimiter({ flagAfterMinutes: 1 })
-  spaced.take('p', rate, 0)
-  t.same(Array.from({ length: 10 }, (_, i) => (spaced.take('p', rate, (i + 1) * 61_000) as { sustained: boolean }).sustained), Array(10).fill(false))
 })
 
 t.test('a source within its max_rate never meets its nonce cap', async (t) => {

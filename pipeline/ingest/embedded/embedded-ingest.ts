@@ -4,6 +4,7 @@ import { IngestState, type RecoveryReport, type TimeStep } from './ingest-state.
 import { EmbeddedNonceClaims } from './nonce-claims.js'
 import type { EmbeddedRefusalHistory } from './refusal-history.js'
 import type { RetryNote } from './retry-notes.js'
+import { LocalRateBuckets } from './rate-buckets.js'
 import { EmbeddedRevocationBarrier } from './revocation-barrier.js'
 import type { SignalIdHistory } from './signal-id-history.js'
 import { EmbeddedSignalIndex } from './signal-index.js'
@@ -26,6 +27,8 @@ export interface EmbeddedIngestOptions extends Omit<IngestPipelineOptions, 'port
   readonly retryNotes?: { record(note: RetryNote): void; replay(take: (note: RetryNote) => void): Promise<number> } | undefined
   /** The refusal history, whose refused requests' nonces a start claims again. */
   readonly refusals?: EmbeddedRefusalHistory | undefined
+  /** Minutes of refusals, never a minute apart, that flag a source for review. */
+  readonly flagAfterMinutes: number
 }
 
 /** A gateway's ingest on one process: the pipeline, the ports it asks, and the state behind them. */
@@ -59,6 +62,7 @@ export function composeEmbeddedIngest(options: EmbeddedIngestOptions): EmbeddedI
     nonces: new EmbeddedNonceClaims(() => state.nonces),
     signals: new EmbeddedSignalIndex({ dedup: () => state.dedup, history: options.history, retryNotes: options.retryNotes, onAppendRefused: () => state.appendRefused() }),
     revocations,
+    rates: new LocalRateBuckets({ flagAfterMinutes: options.flagAfterMinutes }),
   }
   const pipeline = new IngestPipeline({ ...options, ports })
   return {

@@ -1,7 +1,9 @@
 import type { NatsConnection } from '@nats-io/transport-node'
+import { natsKvBuckets, type KvBucket } from '../../../storage/index.js'
 import type { IngestPorts, RevocationScope } from '../ports.js'
 import { NatsNonceClaims } from './nonce-claims.js'
 import { NatsRefusalHistory } from './refusal-history.js'
+import { KvRateBuckets } from './rate-buckets.js'
 import { NatsRevocationBarrier } from './revocation-barrier.js'
 import { NatsSignalIndex } from './signal-index.js'
 
@@ -21,6 +23,10 @@ export interface NatsIngestOptions {
   readonly refusalsPerSource: number
   readonly maxRefusals: number
   readonly replicas?: number
+  /** Minutes of refusals, never a minute apart, that flag a source for review. */
+  readonly flagAfterMinutes: number
+  /** Sources the registry may hold, which bounds the rate bucket's keys. */
+  readonly maxSources: number
   /** This gateway's registry view has taken in every change made durable before now (see NatsRevocationBarrier). */
   readonly registryCaughtUp?: (scope: RevocationScope) => Promise<void>
   readonly onWarning: (message: string, err: unknown) => void
@@ -36,13 +42,13 @@ export interface NatsIngest {
 
 /**
  * Opens the NATS adapters of the ingest ports, creating (or bringing up to date) their
- * streams and bucket: `<name>_nonces`, `<name>_signals_<p>`, `<name>_refusals` and the
- * KV bucket `<name>_barrier`, with subjects under `ingest.<name>.*`.
+ * streams and buckets: `<name>_nonces`, `<name>_signals_<p>`, `<name>_refusals`, and the
+ * KV buckets `<name>_barrier` and `<name>_rates`, with subjects under `ingest.<name>.*`.
  */
 export async function composeNatsIngest(o: NatsIngestOptions): Promise<NatsIngest> {
   const replicas = o.replicas ?? 1
   const subject = (what: string) => `ingest.${o.name}.${what}`
-  const [nonces, signals, refusals, revocations] = await Promise.all([
+  const [nonces, signals, refusals, revocations, rateBucket] = await Promise.all([
     NatsNonceClaims.open({ nc: o.nc, stream: `${o.name}_nonces`, subjectPrefix: subject('nonce'), windowMs: o.nonceWindowMs, maxLiveNonces: o.maxLiveNonces, replicas }),
     NatsSignalIndex.open({
       nc: o.nc,
@@ -57,6 +63,15 @@ export async function composeNatsIngest(o: NatsIngestOptions): Promise<NatsInges
     }),
     NatsRefusalHistory.open({ nc: o.nc, stream: `${o.name}_refusals`, subjectPrefix: subject('refusal'), perSource: o.refusalsPerSource, maxRecords: o.maxRefusals, replicas, onWarning: o.onWarning }),
     NatsRevocationBarrier.open({ nc: o.nc, bucket: `${o.name}_barrier`, replicas, caughtUp: o.registryCaughtUp, onWarning: o.onWarning }),
+    natsKvBuckets(o.nc, { replicas })(`${o.name}_rates`, KvRateBuckets.bucketLimits(o.maxSources)) as Promise<KvBucket>,
   ])
-  return { ports: { nonces, signals, revocations }, refusals, close: () => revocations.close() }
+  const rates = new KvRateBuckets(rateBucket, { flagAfterMinutes: o.flagAfterMinutes, onWarning: o.onWarning })
+  return {
+    ports: { nonces, signals, revocations, rates },
+    refusals,
+    async close() {
+      await revocations.close()
+      await rateBucket.close()
+    },
+  }
 }
