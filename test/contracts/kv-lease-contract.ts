@@ -138,7 +138,8 @@ export function kvLeaseContract(tap: TapTest, label: string, open: OpenBucket): 
       await a.lease.release()
       t.same(await waiting, { held: true })
       const took = performance.now() - released
-      t.ok(took < 100, `taken ${Math.round(took)} ms after the release (lease ${LEASE_MS} ms)`)
+      // A lapse would take most of the lease time; a release is seen at once (loosely: a loaded machine).
+      t.ok(took < LEASE_MS / 2, `taken ${Math.round(took)} ms after the release (lease ${LEASE_MS} ms)`)
       t.same(a.losses, [], 'a release is no loss')
     })
 

@@ -67,7 +67,8 @@ t.test('a fetch waiting when the lease is taken ends at once with lease_lost, so
   const at = performance.now()
   await bucket.update('lease.consumer.recorder', Buffer.from(JSON.stringify({ holder: 'other-host/42' })), entry.revision)
   await t.rejects(waiting, { code: 'lease_lost' })
-  t.ok(performance.now() - at < 100, `ended ${Math.round(performance.now() - at)} ms after the take-over`)
+  // At once, not at the fetch's 60 s expiry (loosely: the machine may be loaded).
+  t.ok(performance.now() - at < 5_000, `ended ${Math.round(performance.now() - at)} ms after the take-over`)
 })
 
 t.test('a fetch waits no longer than the lease is valid, so no pull request outlives it', async (t) => {

@@ -41,7 +41,8 @@ t.test("a token revoked on one process is refused on the other, whose revocation
   t.equal(b.authenticate(token), undefined)
   t.notOk(b.stillAuthenticated(principal), 'a request authenticated before it learns of it')
   t.notOk(b.tokenLive(record.token_id))
-  t.ok(ms < 100, 'within 100 ms')
+  // Through the watch, not at a poll's or a lease's pace (loosely: the machine may be loaded).
+  t.ok(ms < 2_000, `within ${ms} ms`)
 })
 
 t.test('a key revoked on one process is revoked in the key object a request on the other holds', async (t) => {

@@ -123,7 +123,8 @@ t.test('the deadline: retryable answers until the next wait would pass it, then 
   t.match(err, { code: 'push_deadline_exceeded', status: 503, errorCode: 'overloaded', requestId: 'req_overloaded', attempts: 3 })
   t.match((err as Error).message, /gave up at the deadline after 3 attempts .*last: 503 overloaded: shedding/)
   t.equal(server.received.length, 3)
-  t.ok(took >= 2000 && took < 2500, `gave up at ${took} ms, when the third wait would have passed 2500 ms`)
+  // Two 1 s waits, and no third: well before a third would end (3000 ms), whatever the machine's load.
+  t.ok(took >= 2000 && took < 2900, `gave up at ${took} ms, when the third wait would have passed 2500 ms`)
 })
 
 t.test('an attempt without an answer is cut at attemptTimeoutMs and retried', async (t) => {
@@ -146,7 +147,7 @@ t.test('a gateway that never answers: the push ends at the deadline, the cause t
   t.ok((err as PushError).cause instanceof TimeoutError)
   t.ok((err as PushError).attempts >= 2)
   t.match((err as Error).message, /last: network error: no answer within \d+ ms/)
-  t.ok(took >= 780 && took < 1300, `ended at ${took} ms`)
+  t.ok(took >= 780 && took < 2000, `ended at ${took} ms, not after another attempt's 300 ms timeout and more`)
 })
 
 t.test("the caller's AbortSignal ends a push during its wait, with push_aborted", async (t) => {
