@@ -1,10 +1,10 @@
 import { connect } from 'node:net'
 import { setTimeout as sleep } from 'node:timers/promises'
 import t from 'tap'
-import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { parsePrometheusText, sampleValue } from '../helpers/prometheus-text.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
+import { rent, renterToken, streamReader, ticketOf } from '../helpers/renter-channels.js'
 
 /**
  * The rules of the event stream and polling that a black-box probe checked, through a real
@@ -14,55 +14,6 @@ import { startTestGateway } from '../helpers/gateway-process.js'
  * rental and per renter, the 204's status line, the end event's id, the first heartbeat,
  * and each stream the server closed counted once under its reason in /metrics.
  */
-
-let counter = 0
-async function renter(gw: LaunchedGateway): Promise<{ token: string; subject: string; tokenId: string }> {
-  const subject = `renter:r${++counter}_${Date.now().toString(36)}`
-  const res = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'renter', subject } })
-  if (res.status !== 201) throw new Error(`renter token: ${res.status}`)
-  return { token: res.body.data.token, subject, tokenId: res.body.data.token_id }
-}
-
-async function rent(gw: LaunchedGateway, body: Record<string, unknown>): Promise<string> {
-  const res = await call(gw.url, 'POST', '/v1/admin/rentals', { token: gw.adminToken, body })
-  if (res.status !== 201) throw new Error(`rental: ${res.status} ${JSON.stringify(res.body)}`)
-  return res.body.data.rental_id
-}
-
-async function ticketOf(gw: LaunchedGateway, token: string, rentalId: string): Promise<string> {
-  const res = await call(gw.url, 'POST', `/v1/rentals/${rentalId}/stream-tickets`, { token })
-  if (res.status !== 201) throw new Error(`ticket: ${res.status}`)
-  return res.body.data.ticket
-}
-
-/** Reads an SSE body as text until `done` holds, the stream ends, or `ms` pass. */
-function streamReader(res: Response) {
-  const reader = res.body!.getReader()
-  const state = { text: '', ended: false }
-  const pump = (async () => {
-    try {
-      for (;;) {
-        const chunk = await reader.read()
-        if (chunk.done) break
-        state.text += Buffer.from(chunk.value).toString()
-      }
-    } catch {
-      // Cut: counted as ended.
-    }
-    state.ended = true
-  })()
-  return {
-    state,
-    async until(done: () => boolean, ms = 5000) {
-      const deadline = Date.now() + ms
-      while (!done() && !state.ended && Date.now() < deadline) await sleep(20)
-    },
-    async cancel() {
-      await reader.cancel().catch(() => {})
-      await pump
-    },
-  }
-}
 
 /** The status line of a GET, read off a raw socket. */
 function statusLine(port: number, path: string, headers: Record<string, string>): Promise<string> {
@@ -99,7 +50,7 @@ t.test('event stream and polling rules', async (t) => {
   const auth = (token: string) => ({ headers: { authorization: `Bearer ${token}` } })
 
   t.test('revoking a renter token ends its open streams, the ones opened by its tickets too, and its tickets open nothing', async (t) => {
-    const alice = await renter(gw)
+    const alice = await renterToken(gw)
     const rentalId = await rent(gw, { renter_id: alice.subject, source_id: src.sourceId })
     await pushOne()
     const byToken = streamReader(await fetch(`${gw.url}/v1/rentals/${rentalId}/events`, auth(alice.token)))
@@ -129,7 +80,7 @@ t.test('event stream and polling rules', async (t) => {
     await byTicket.cancel()
   })
 
-  const bob = await renter(gw)
+  const bob = await renterToken(gw)
   const active = await rent(gw, { renter_id: bob.subject, source_id: src.sourceId })
   await pushOne()
   await pushOne()
@@ -214,8 +165,8 @@ t.test('event stream and polling rules', async (t) => {
   })
 
   t.test('stream tickets are bounded per rental and per renter: past either 429 with Retry-After, and other renters keep getting theirs', async (t) => {
-    const greedy = await renter(gw)
-    const other = await renter(gw)
+    const greedy = await renterToken(gw)
+    const other = await renterToken(gw)
     const rentals: string[] = []
     for (let i = 0; i < 3; i++) rentals.push(await rent(gw, { renter_id: greedy.subject, source_id: src.sourceId }))
     const [one, two, three] = rentals as [string, string, string]
@@ -248,7 +199,7 @@ t.test('event stream and polling rules', async (t) => {
 
   t.test('the first heartbeat comes one interval after the stream opens, not sooner', async (t) => {
     await sleep(300)
-    const quiet = await renter(gw)
+    const quiet = await renterToken(gw)
     const src2 = await provision(gw)
     const id = await rent(gw, { renter_id: quiet.subject, source_id: src2.sourceId })
     const opened = Date.now()
@@ -262,7 +213,7 @@ t.test('event stream and polling rules', async (t) => {
   })
 
   t.test('byo.rental.ended has one id: the last event of the rental, on every channel and at every time', async (t) => {
-    const carol = await renter(gw)
+    const carol = await renterToken(gw)
     const id = await rent(gw, { renter_id: carol.subject, source_id: src.sourceId })
     await pushOne()
     await pushOne()
@@ -300,7 +251,7 @@ t.test('event stream and polling rules', async (t) => {
     for (const reason of ['slow_reader', 'stalled_reader', 'shutdown', 'error']) t.equal(counted(reason), 0, `${reason}: none happened`)
     t.equal(metrics.get('sgw_stream_slow_disconnects_total'), undefined, 'the old slow-only counter is gone')
 
-    const last = await renter(gw)
+    const last = await renterToken(gw)
     const id = await rent(gw, { renter_id: last.subject, source_id: src.sourceId })
     const open = [streamReader(await fetch(`${gw.url}/v1/rentals/${id}/events`, auth(last.token))), streamReader(await fetch(`${gw.url}/v1/rentals/${id}/events`, auth(last.token)))]
     for (const s of open) await s.until(() => s.state.text.includes('retry:'))
