@@ -83,8 +83,10 @@ t.test('walking every page of any filter returns exactly the matching receipts, 
           scorings.push({ receipt_id: id, window_start: input.emitted_at, window_end: input.emitted_at, baseline: 1, outcome: s.outcome, scored_at: '2025-07-01T00:00:00.000Z' })
           outcome = s.outcome
         }
-        if (s.status !== null) disputes.push({ source_id: input.source_id, signal_id: input.signal_id, emitted_at: input.emitted_at, dispute_status: s.status, changed_at: '2025-07-01T00:00:00.000Z' })
-        expected.set(id, { ...({} as Receipt), receipt_id: id, source_id: input.source_id, agent_id: input.agent_id, severity: input.severity, token: input.token, emitted_at: input.emitted_at, test: input.test, outcome, dispute_status: s.status ?? 'none' })
+        // A dispute never names a test signal (the dispute route refuses one), as a score never does.
+        const status = s.test ? null : s.status
+        if (status !== null) disputes.push({ source_id: input.source_id, signal_id: input.signal_id, emitted_at: input.emitted_at, dispute_status: status, changed_at: '2025-07-01T00:00:00.000Z' })
+        expected.set(id, { ...({} as Receipt), receipt_id: id, source_id: input.source_id, agent_id: input.agent_id, severity: input.severity, token: input.token, emitted_at: input.emitted_at, test: input.test, outcome, dispute_status: status ?? 'none' })
       }
       await store.recordOutcomes(scorings)
       await store.recordDisputeStatuses(disputes)
