@@ -65,7 +65,9 @@ export async function resolveAllowed(hostname: string, options: AddressGuardOpti
     for (const { address } of addresses) {
       const reason = addressRefusal(address)
       if (reason !== undefined) {
-        throw new WebhookUrlError(family !== 0 ? `${address} is ${reason}` : `the host ${hostname} resolves to ${address}, ${reason}`)
+        // A name's answer is not repeated: the operator's resolver may know internal names whose
+        // addresses a renter must not learn by registering them. The kind of address is enough.
+        throw new WebhookUrlError(family !== 0 ? `${address} is ${reason}` : `the host ${hostname} resolves to ${reason}`)
       }
     }
   }

@@ -74,10 +74,12 @@ t.test('URL hosts in decimal, octal, hex and short forms are judged as the addre
 
 t.test('a name resolving to a private address is refused, as is one with a private among public answers', async (t) => {
   await t.rejects(checkWebhookUrl('https://hooks.example.com/x', { allowPrivate: false, lookup: async () => [{ address: '10.0.0.5', family: 4 }] }), {
-    message: /hooks\.example\.com resolves to 10\.0\.0\.5, a private address/,
+    message: /^the host hooks\.example\.com resolves to a private address/,
   })
   const mixed: HostLookup = async () => [{ address: '93.184.215.14', family: 4 }, { address: '::1', family: 6 }]
-  await t.rejects(checkWebhookUrl('https://hooks.example.com/x', { allowPrivate: false, lookup: mixed }), { message: /::1, a loopback/ })
+  await t.rejects(checkWebhookUrl('https://hooks.example.com/x', { allowPrivate: false, lookup: mixed }), { message: /^the host hooks\.example\.com resolves to a loopback address/ })
+  const refused = await checkWebhookUrl('https://hooks.example.com/x', { allowPrivate: false, lookup: async () => [{ address: '10.0.0.5', family: 4 }] }).catch((e: Error) => e.message)
+  t.notMatch(refused, /10\.0\.0\.5/, 'the address the name resolved to is not told to the renter')
   await t.rejects(checkWebhookUrl('https://nx.example/x', { allowPrivate: false, lookup: async () => Promise.reject(Object.assign(new Error('nx'), { code: 'ENOTFOUND' })) }), { message: /does not resolve \(ENOTFOUND\)/ })
 })
 
@@ -137,7 +139,7 @@ t.test('at connect time: a name that changes its answer between check and connec
   t.equal(await checkWebhookUrl(url.replace('http:', 'https:'), { allowPrivate: false, lookup: rebinding }), `https://rebind.example:${port}/`)
   const strictAgent = new Agent({ connect: guardedConnector({ allowPrivate: false, lookup: rebinding, timeoutMs: 2000 }) })
   t.teardown(() => strictAgent.close())
-  await t.rejects(request(url, { dispatcher: strictAgent }), { message: /rebind\.example resolves to 127\.0\.0\.1, a loopback address/ })
+  await t.rejects(request(url, { dispatcher: strictAgent }), { message: /rebind\.example resolves to a loopback address/ })
 
   // With private networks allowed, the connection goes to the address the guard resolved, with no second lookup.
   let calls = 0
