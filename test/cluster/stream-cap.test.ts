@@ -8,15 +8,15 @@ import { startTestGateway } from '../helpers/gateway-process.js'
 /**
  * The per-rental cap of open event streams holds over the delivery processes of a cluster
  * (built processes on one real nats-server): streams open through one process count
- * against the streams another process admits, and a stream closed on one frees its place
- * for the other.
+ * against the streams another process admits, a stream closed on one frees its place
+ * for the other, and without NATS a stream is refused with 503 rather than let in uncounted.
  */
 
 const nats = await startNatsServer()
 t.teardown(() => nats.close())
 const adminToken = randomBytes(24).toString('hex')
 
-t.test('STREAM_MAX_PER_RENTAL=2 over two delivery processes: a third stream is refused on the other process with 429, and a stream closed frees its place there', async (t) => {
+t.test('STREAM_MAX_PER_RENTAL=2 over two delivery processes on one NATS', async (t) => {
   const env = { NATS_URL: nats.urls, ADMIN_TOKEN: adminToken, STREAM_MAX_PER_RENTAL: '2', STREAM_HEARTBEAT_MS: '1000' }
   // The control plane (sources, tokens, rentals) is the gateway's; the two delivery processes only serve the streams.
   const [gw, one, two] = await Promise.all([
@@ -43,28 +43,41 @@ t.test('STREAM_MAX_PER_RENTAL=2 over two delivery processes: a third stream is r
     }
   }
 
-  const first = await open(one.url)
-  const second = await open(one.url)
-  t.same([first.status, second.status], [200, 200], 'two streams through process 1')
-  const third = await open(two.url)
-  t.equal(third.status, 429, 'the third, through process 2, is over the cap of the rental')
-  const refusal = (await third.json()) as { error: { code: string } }
-  t.equal(refusal.error.code, 'rate_limited')
-  t.ok(Number(third.headers.get('retry-after')) >= 1, 'with Retry-After')
+  t.test('a third stream is refused on the other process with 429, and a stream closed frees its place there', async (t) => {
+    const first = await open(one.url)
+    const second = await open(one.url)
+    t.same([first.status, second.status], [200, 200], 'two streams through process 1')
+    const third = await open(two.url)
+    t.equal(third.status, 429, 'the third, through process 2, is over the cap of the rental')
+    const refusal = (await third.json()) as { error: { code: string } }
+    t.equal(refusal.error.code, 'rate_limited')
+    t.ok(Number(third.headers.get('retry-after')) >= 1, 'with Retry-After')
 
-  await first.body?.cancel()
-  // Process 1 sees the client leave, gives the place back in the shared record; process 2 admits.
-  const deadline = Date.now() + 5000
-  let again = await open(two.url)
-  while (again.status === 429 && Date.now() < deadline) {
+    await first.body?.cancel()
+    // Process 1 sees the client leave, gives the place back in the shared record; process 2 admits.
+    const deadline = Date.now() + 5000
+    let again = await open(two.url)
+    while (again.status === 429 && Date.now() < deadline) {
+      await again.body?.cancel()
+      await sleep(50)
+      again = await open(two.url)
+    }
+    t.equal(again.status, 200, 'the place freed on process 1 is taken on process 2')
+    const over = await open(one.url)
+    t.equal(over.status, 429, 'and the cap holds again: one stream on each process')
+    await over.body?.cancel()
+    await second.body?.cancel()
     await again.body?.cancel()
-    await sleep(50)
-    again = await open(two.url)
-  }
-  t.equal(again.status, 200, 'the place freed on process 1 is taken on process 2')
-  const over = await open(one.url)
-  t.equal(over.status, 429, 'and the cap holds again: one stream on each process')
-  await over.body?.cancel()
-  await second.body?.cancel()
-  await again.body?.cancel()
+  })
+
+  t.test('without NATS a new stream gets 503 overloaded with Retry-After, never a place uncounted', async (t) => {
+    // Without NATS the places cannot be counted: a new stream is refused for now, never let in uncounted.
+    await nats.nodes[0]!.stop()
+    const started = Date.now()
+    const unguarded = await fetch(`${two.url}${path}`, { headers })
+    t.equal(unguarded.status, 503, `NATS down: 503 (after ${Date.now() - started} ms)`)
+    const down = (await unguarded.json()) as { error: { code: string } }
+    t.equal(down.error.code, 'overloaded')
+    t.equal(unguarded.headers.get('retry-after'), '1')
+  })
 })
