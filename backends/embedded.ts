@@ -28,5 +28,5 @@ export async function openEmbeddedBackends({ config, logger, dataDir, failFatall
       onWarning: (message, err) => logger.warn({ err }, message),
     }),
   )
-  return { kind: 'embedded', signalLog, openBucket, tailConsumerName: undefined, leasedRecorder: false, nats: undefined, close: async () => undefined }
+  return { kind: 'embedded', signalLog, openBucket, tailConsumerName: undefined, leasedRecorder: false, sharedStreamPlaces: false, nats: undefined, close: async () => undefined }
 }

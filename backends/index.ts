@@ -31,6 +31,13 @@ export interface Backends {
    * DATA_DIR lock already makes this process the only one.
    */
   readonly leasedRecorder: boolean
+  /**
+   * Whether the per-rental cap of open event streams is counted on the key-value port: on
+   * NATS other delivery processes serve the same rentals' streams; embedded, this process
+   * is the only one (it holds the DATA_DIR lock) and counts them in memory, with no write
+   * per stream.
+   */
+  readonly sharedStreamPlaces: boolean
   /** The connection the NATS backends share (the gateway's ingest state is on it too); undefined when embedded. */
   readonly nats: NatsConnection | undefined
   /** After the signal log and every bucket closed: the connection, if any. */

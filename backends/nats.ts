@@ -44,6 +44,7 @@ export async function openNatsBackends({ config, logger, dataDir, time }: Backen
       openBucket: natsKvBuckets(nc, { replicas: config.NATS_REPLICAS }),
       tailConsumerName: tailConsumerName(dataDir),
       leasedRecorder: true,
+      sharedStreamPlaces: true,
       nats: nc,
       close: () => nc.drain(),
     }

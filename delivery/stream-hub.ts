@@ -4,6 +4,7 @@ import { isFinal, type RentalRecord, type Rentals } from '../rentals/index.js'
 import type { EventPosition } from './event-id.js'
 import type { LiveTail } from './live-tail.js'
 import { cursorOf } from './rental-events.js'
+import type { StreamPlace, StreamPlaces } from './stream-places.js'
 import { STREAM_DISCONNECT_REASONS, StreamSession, type EventSink, type LatencyObserver, type StreamDisconnectReason } from './stream-session.js'
 
 export interface StreamHubOptions {
@@ -11,8 +12,8 @@ export interface StreamHubOptions {
   readonly tail: LiveTail
   readonly rentals: Rentals
   readonly registry: Registry
-  /** Streams open at once per rental in this process. */
-  readonly maxPerRental: number
+  /** The per-rental cap's places: in memory for one process, on the key-value port across a cluster's processes. */
+  readonly places: StreamPlaces
   /**
    * How long after a rental's end its streams wait before `byo.rental.ended`: a signal
    * received just before the end is appended to the log a moment later (verification and
@@ -25,14 +26,13 @@ export interface StreamHubOptions {
 }
 
 /**
- * The open streams of this process: the per-rental cap, the rentals' ends, word of
+ * The open streams of this process: their places under the per-rental cap, the rentals' ends, word of
  * accepted disputes (each stream places their events itself), and the figures for /metrics.
  */
 export class StreamHub {
   readonly #o: StreamHubOptions
   readonly #now: () => number
   readonly #byRental = new Map<string, Set<StreamSession>>()
-  readonly #reserved = new Map<string, number>()
   readonly #ending = new Set<string>()
   readonly #stops: (() => void)[] = []
   readonly #timers = new Set<NodeJS.Timeout>()
@@ -57,21 +57,21 @@ export class StreamHub {
     return this.#open
   }
 
-  /** Takes a place among the rental's streams; false when it has `maxPerRental` open. Give it back with `release`. */
-  reserve(rentalId: string): boolean {
-    const taken = this.#reserved.get(rentalId) ?? 0
-    if (taken >= this.#o.maxPerRental) return false
-    this.#reserved.set(rentalId, taken + 1)
+  /**
+   * Takes a place among the rental's streams (StreamPlaces.take: StreamLimitError past the
+   * cap, StreamPlacesUnavailableError when it cannot be counted); `onLost` ends the stream
+   * if the place is lost. Give it back with `release`, once.
+   */
+  async take(rentalId: string, onLost: () => void): Promise<StreamPlace> {
+    const place = await this.#o.places.take(rentalId, onLost)
     this.#open++
-    return true
+    return place
   }
 
-  release(rentalId: string, session?: StreamSession): void {
-    const taken = (this.#reserved.get(rentalId) ?? 1) - 1
-    if (taken <= 0) this.#reserved.delete(rentalId)
-    else this.#reserved.set(rentalId, taken)
+  release(place: StreamPlace, session?: StreamSession): void {
+    place.release()
     this.#open--
-    if (session !== undefined) this.forget(rentalId, session)
+    if (session !== undefined) this.forget(place.rentalId, session)
   }
 
   /** Drops a session whose place was given back before it was known. */
@@ -82,7 +82,7 @@ export class StreamHub {
     if (set?.size === 0) this.#byRental.delete(rentalId)
   }
 
-  /** Opens a stream on a reserved place: replays from after `resume` (an event id's position, or a seq; the rental's start when undefined), then live. */
+  /** Opens a stream on a place taken with `take`: replays from after `resume` (an event id's position, or a seq; the rental's start when undefined), then live. */
   async open(rental: RentalRecord, sink: EventSink, resume: EventPosition | number | undefined): Promise<StreamSession> {
     const position = typeof resume === 'number' ? { seq: resume, end: false } : resume
     const start = position === undefined ? undefined : cursorOf(position, this.#o.registry, rental.source_id)

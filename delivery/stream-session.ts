@@ -19,8 +19,11 @@ import { rentalEndedEvent } from './signal-event.js'
  * - rental_ended: after byo.rental.ended, or the rental no longer exists.
  * - shutdown: the process is stopping (SIGTERM).
  * - error: reading the log for it failed; the client resumes from its last event id.
+ * - place_lost: on a cluster, the process could not renew its streams' places in the
+ *   shared store before they expired, so other processes may give them out; the client
+ *   resumes, on a place counted again.
  */
-export const STREAM_DISCONNECT_REASONS = ['slow_reader', 'stalled_reader', 'token_revoked', 'rental_ended', 'shutdown', 'error'] as const
+export const STREAM_DISCONNECT_REASONS = ['slow_reader', 'stalled_reader', 'token_revoked', 'rental_ended', 'shutdown', 'error', 'place_lost'] as const
 export type StreamDisconnectReason = (typeof STREAM_DISCONNECT_REASONS)[number]
 
 /** Where a stream's events go: an SSE response. `send` returns false once the stream is to stop (the reader is too slow, or gone). */

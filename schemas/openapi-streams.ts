@@ -33,7 +33,7 @@ export function streamPaths(): Record<string, unknown> {
         description:
           `${renterOnly}; or ?ticket= from POST stream-tickets instead of the header (not both: 400). Server-sent events: retry: first, then each event as id:, event: and data: (its JSON), a ": ping" comment when idle. ` +
           'Replays from the resume point (Last-Event-ID over ?last_event_id=; none: the rental\u2019s start), then live; closes after byo.rental.ended. byo.signal.disputed comes at its place (after the log record that was last when the dispute was accepted), replayed on resume like every event. ' +
-          '429 rate_limited with Retry-After past STREAM_MAX_PER_RENTAL streams of the rental; 401 for a ticket unknown, used or expired',
+          '429 rate_limited with Retry-After past STREAM_MAX_PER_RENTAL streams of the rental (over every process of a cluster); 503 overloaded with Retry-After while they cannot be counted; 401 for a ticket unknown, used or expired',
         parameters: [
           rental,
           { name: 'Last-Event-ID', in: 'header', required: false, description: 'resume after this event (what EventSource sends on reconnecting)', schema: eventId },

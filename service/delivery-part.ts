@@ -1,4 +1,7 @@
-import { DeliveryKeys, KvTicketStore, LiveTail, StreamHub, Webhooks, webhookBucketLimits } from '../delivery/index.js'
+import { randomBytes } from 'node:crypto'
+import { hostname } from 'node:os'
+import { DeliveryKeys, KvStreamPlaces, KvTicketStore, LiveTail, MemoryStreamPlaces, placesBucketLimits, StreamHub, Webhooks, webhookBucketLimits, type StreamPlaces } from '../delivery/index.js'
+import type { KvBucket } from '../storage/index.js'
 import { MillisecondsHistogram } from '../gateway/index.js'
 import type { DeliveryRouteOptions } from '../gateway/role-routes.js'
 import type { Rentals } from '../rentals/index.js'
@@ -70,7 +73,16 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
     'From the log storing a signal to its byo.signal.accepted event being written to a live rental event stream, per stream (events replayed on a resume not included).',
     DELIVERY_LATENCY_BOUNDS_MS,
   )
-  const hub = new StreamHub({ log: signalLog, tail, rentals, registry, maxPerRental: config.STREAM_MAX_PER_RENTAL, endSettleMs: config.STREAM_END_SETTLE_MS, latency: streamLatency })
+  // The per-rental cap of open streams: shared on NATS, where any delivery process serves any rental's streams; in memory for the one embedded process.
+  let placesBucket: KvBucket | undefined
+  let places: StreamPlaces
+  if (core.backends.sharedStreamPlaces) {
+    placesBucket = await steps.time('stream_places', () => core.openBucket('stream-places', placesBucketLimits(config.RENTALS_MAX, config.STREAM_MAX_PER_RENTAL)))
+    places = new KvStreamPlaces({ bucket: placesBucket, max: config.STREAM_MAX_PER_RENTAL, holder: placesHolder(), onWarning: (message, err) => logger.warn({ err }, message) })
+  } else {
+    places = new MemoryStreamPlaces(config.STREAM_MAX_PER_RENTAL)
+  }
+  const hub = new StreamHub({ log: signalLog, tail, rentals, registry, places, endSettleMs: config.STREAM_END_SETTLE_MS, latency: streamLatency })
   return {
     routes: {
       webhooks,
@@ -93,9 +105,20 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
       hub.close()
       await tail.close()
       await tickets.close()
+      // After the streams closed (the gateway's drain): what is still held is given back now rather than left to expire.
+      await places.close()
       let failure: unknown
-      for (const close of [() => ticketsBucket.close(), () => holdingsBucket.close(), () => webhooksBucket.close(), () => keysBucket.close()]) await close().catch((err: unknown) => (failure ??= err))
+      for (const close of [() => ticketsBucket.close(), () => holdingsBucket.close(), () => webhooksBucket.close(), () => keysBucket.close(), async () => placesBucket?.close()]) await close().catch((err: unknown) => (failure ??= err))
       if (failure !== undefined) throw failure
     },
   }
+}
+
+/**
+ * This process's name in the records of stream places: its host and pid for the
+ * operator, and random bytes, so that a restart (the same pid in a container) never takes
+ * the entries of its previous life for its own; those expire.
+ */
+function placesHolder(): string {
+  return `${hostname().slice(0, 64)}/${process.pid}/${randomBytes(6).toString('hex')}`
 }

@@ -9,7 +9,7 @@ export function registerStreamMetrics(registry: Registry, hub: StreamHub): void 
   counter('sgw_stream_events_sent_total', 'Events written to rental event streams since the start.', () => hub.eventsSent)
   new Counter({
     name: 'sgw_stream_disconnects_total',
-    help: 'Streams the server closed, by reason: slow_reader, stalled_reader, token_revoked, rental_ended, shutdown, error (a client leaving is not counted).',
+    help: 'Streams the server closed, by reason: slow_reader, stalled_reader, token_revoked, rental_ended, shutdown, error, place_lost (a client leaving is not counted).',
     labelNames: ['reason'],
     registers: [registry],
     collect(this: Counter<'reason'>) {

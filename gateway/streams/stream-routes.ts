@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto'
-import { TicketLimitError, TicketStoreFullError, type EventPosition, type RentalDisputes, type StreamHub, type StreamSession, type TicketStore } from '../../delivery/index.js'
+import { StreamLimitError, StreamPlacesUnavailableError, TicketLimitError, TicketStoreFullError, type EventPosition, type RentalDisputes, type StreamHub, type StreamPlace, type StreamSession, type TicketStore } from '../../delivery/index.js'
 import type { SignalLog } from '../../pipeline/index.js'
 import type { Principal } from '../../registry/index.js'
 import type { RentalRecord, Rentals } from '../../rentals/index.js'
@@ -29,8 +29,8 @@ export interface StreamRouteOptions {
 
 /** A ticket as issued: 32 random bytes, base64url (43 characters). */
 const TICKET = /^[A-Za-z0-9_-]{43}$/
-/** Seconds a client refused for the per-rental cap waits before trying again. */
-const CAP_RETRY_AFTER_S = 5
+/** Seconds a client waits before trying again when the cap's places cannot be counted (the shared store is briefly away). */
+const PLACES_RETRY_AFTER_S = 1
 
 const hashTicket = (ticket: string) => createHash('sha256').update(ticket).digest('hex')
 const unusableTicket = () => new ApiError('unauthorized', 'the ticket is unknown, used or expired, or its token was revoked; request a new one')
@@ -52,6 +52,19 @@ class OwnerSets<T> {
     const set = this.#sets.get(owner)
     this.#sets.delete(owner)
     return set === undefined ? [] : [...set]
+  }
+}
+
+/** A place under the rental's cap, its refusals as the client sees them. */
+async function takePlace(hub: StreamHub, rentalId: string, onLost: () => void): Promise<StreamPlace> {
+  try {
+    return await hub.take(rentalId, onLost)
+  } catch (err) {
+    if (err instanceof StreamLimitError) {
+      throw new ApiError('rate_limited', 'this rental has the most event streams open at once; close one or retry later', { retryAfter: Math.max(1, Math.ceil(err.retryAfterMs / 1000)), cause: err })
+    }
+    if (err instanceof StreamPlacesUnavailableError) throw new ApiError('overloaded', 'open event streams cannot be counted for a moment; retry', { retryAfter: PLACES_RETRY_AFTER_S, cause: err })
+    throw err
   }
 }
 
@@ -136,14 +149,15 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
     const lastEventId = req.getHeader('last-event-id')
     let session: StreamSession | undefined
     let sink: SseSink | undefined
-    let reserved = false
+    let place: StreamPlace | undefined
     let sinkToken: string | undefined
     const release = () => {
-      if (!reserved) return
-      reserved = false
+      if (place === undefined) return
+      const held = place
+      place = undefined
       if (sink !== undefined) sinks.delete(sink)
       if (sink !== undefined && sinkToken !== undefined) byToken.delete(sinkToken, sink)
-      o.hub.release(rentalId, session)
+      o.hub.release(held, session)
     }
     reply.onAbort = () => {
       sink?.aborted()
@@ -192,8 +206,8 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
           if (ticketHash !== undefined && (await o.tickets.take(ticketHash, now())) === undefined) throw unusableTicket()
           return reply.sendText(204, 'text/event-stream', '')
         }
-        if (!o.hub.reserve(rentalId)) throw new ApiError('rate_limited', 'this rental has the most event streams open at once; close one or retry later', { retryAfter: CAP_RETRY_AFTER_S })
-        reserved = true
+        place = await takePlace(o.hub, rentalId, () => sink?.end('place_lost'))
+        if (reply.aborted) return release()
         // Spent only now, with a place held: of two requests racing with one ticket, one gets it.
         if (ticketHash !== undefined && (await o.tickets.take(ticketHash, now())) === undefined) throw unusableTicket()
         if (reply.aborted) return release()
@@ -208,6 +222,8 @@ export function registerStreamRoutes(parts: JsonRoutesParts, o: StreamRouteOptio
         byToken.add(tokenId, sink)
         sinkToken = tokenId
         sink.begin(o.retryMs)
+        // Lost before the stream was there to end (the store could not be written in time).
+        if (place?.held === false) sink.end('place_lost')
         const opened = await o.hub.open(rental, sink, resume)
         session = opened
         // Ended while it opened (a final rental's replay, a slow reader, a revocation): the place was given back without the session.

@@ -3,10 +3,10 @@ import { KvError, type KvBucket, type KvWatcher } from '../../storage/index.js'
 /**
  * The shared bucket as one process sees it: `cut()` is that process losing the storage
  * (a network partition, or a process frozen): every call fails with `unavailable` and its
- * watches end, while the other processes go on. A file bucket cannot be partitioned, so
- * this stands in for it.
+ * watches end, while the other processes go on; `heal()` ends the partition (the watches
+ * stay ended). A file bucket cannot be partitioned, so this stands in for it.
  */
-export function cuttable(inner: KvBucket): KvBucket & { cut(): void } {
+export function cuttable(inner: KvBucket): KvBucket & { cut(): void; heal(): void } {
   let cut = false
   const watches: KvWatcher[] = []
   const guard = <T>(run: () => Promise<T>): Promise<T> => (cut ? Promise.reject(new KvError('unavailable', 'partitioned from the bucket')) : run())
@@ -28,6 +28,9 @@ export function cuttable(inner: KvBucket): KvBucket & { cut(): void } {
     cut() {
       cut = true
       for (const w of watches) w.stop()
+    },
+    heal() {
+      cut = false
     },
   }
 }
