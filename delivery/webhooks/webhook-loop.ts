@@ -5,6 +5,7 @@ import { DisputeQueue, type RentalCursor } from '../rental-events.js'
 import { CHUNK_RECORDS } from './catch-up-reads.js'
 import type { LoopContext } from './loop-context.js'
 import { LoopWrites, resumePoint } from './loop-writes.js'
+import { RUN_MAX_EVENTS, RUN_MAX_MS } from './run-bounds.js'
 import { deliverEvent } from './loop-deliver.js'
 import { eventIdOf, webhookEventOf } from './webhook-event.js'
 import { mayPassNow, placeOfPending } from './webhook-disputes.js'
@@ -14,10 +15,6 @@ import type { DeliveryAttempt } from './webhook-state.js'
 export const QUEUE_LIMIT = 4096
 /** An idle loop stores the tail's position at a checkpoint once it is this far ahead of the stored one. */
 const CHECKPOINT_RECORDS = 1024
-/** Events delivered between two writes of the position and the attempts (one run), at most. */
-export const RUN_MAX_EVENTS = 256
-/** How long a run lasts at most before its position and attempts are written. */
-const RUN_MAX_MS = 1000
 /** A run also ends once no record came for this long. */
 const IDLE_FLUSH_MS = 100
 

@@ -4,7 +4,7 @@ import t from 'tap'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
-import { RUN_MAX_EVENTS } from '../../delivery/webhooks/webhook-loop.js'
+import { RUN_MAX_EVENTS } from '../../delivery/webhooks/run-bounds.js'
 
 /**
  * Webhooks across kill -9: a real gateway with a rental's webhook pointing at a real

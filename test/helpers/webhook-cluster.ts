@@ -8,7 +8,6 @@ import { join } from 'node:path'
 import type { Test } from 'tap'
 import { DeliveryKeys, publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
 import { shardOf } from '../../delivery/webhooks/shard-lease.js'
-import { RUN_MAX_EVENTS } from '../../delivery/webhooks/webhook-loop.js'
 import { Webhooks } from '../../delivery/webhooks/webhooks.js'
 import { openJournal, type Journal } from '../../pipeline/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
@@ -51,6 +50,8 @@ export function signalBytes(sourceId: string): Uint8Array {
 }
 
 export { cuttable } from './cuttable-bucket.js'
+export { orderProblems } from './webhook-order.js'
+export { until } from './wait-until.js'
 
 export interface Cluster {
   readonly dir: string
@@ -129,46 +130,3 @@ export function rentalIdsIn(shardSets: readonly (readonly number[])[], count: nu
   return out
 }
 
-export const until = async (what: () => boolean | Promise<boolean>, ms = 10_000, why = 'condition') => {
-  const end = Date.now() + ms
-  while (!(await what())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${why}`)
-    await new Promise((r) => setTimeout(r, 5))
-  }
-}
-
-/**
- * The at-least-once, in-order rule for one rental: the first arrivals are exactly
- * `expected` (event ids, in order); repeats come in runs, each run exactly the last events
- * that arrived before it, in the same order, at most RUN_MAX_EVENTS (the run of events a
- * crashed or cut-off process delivered after its last state write), with the same
- * webhook-id and body. Returns the problems found; `runs` gets the length of each run.
- */
-export function orderProblems(deliveries: readonly Received[], expected: readonly string[], runs: number[] = []): string[] {
-  const problems: string[] = []
-  const first = new Map<string, Received>()
-  const firsts: string[] = []
-  let run: string[] | undefined
-  const endRun = () => {
-    if (run === undefined) return
-    runs.push(run.length)
-    const suffix = firsts.slice(Math.max(0, firsts.length - run.length))
-    if (run.length > RUN_MAX_EVENTS || suffix.join(',') !== run.join(',')) problems.push(`repeats ${run.join(',')} are not the last ${run.length} events that arrived before them (at most ${RUN_MAX_EVENTS})`)
-    run = undefined
-  }
-  for (const d of deliveries) {
-    const seen = first.get(d.eventId)
-    if (seen === undefined) {
-      endRun()
-      first.set(d.eventId, d)
-      firsts.push(d.eventId)
-      continue
-    }
-    ;(run ??= []).push(d.eventId)
-    if (seen.id !== d.id) problems.push(`event ${d.eventId} repeated with webhook-id ${d.id}, first ${seen.id}`)
-    if (seen.body !== d.body) problems.push(`event ${d.eventId} repeated with another body`)
-  }
-  endRun()
-  if (firsts.join(',') !== expected.join(',')) problems.push(`first arrivals ${firsts.join(',')} are not ${expected.join(',')}`)
-  return problems
-}

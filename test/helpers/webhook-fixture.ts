@@ -1,6 +1,4 @@
 import { mkdtemp, rm } from 'node:fs/promises'
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http'
-import type { AddressInfo } from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import type { Test } from 'tap'
@@ -46,29 +44,7 @@ export function signalOf(n: number, sourceId: string): Uint8Array {
   }))
 }
 
-export interface Delivery {
-  readonly path: string
-  readonly id: string
-  readonly body: string
-}
-
-/** A receiver for every endpoint (`/hook/<rental_id>`); `answer` decides each reply (default 204). */
-export async function sharedReceiver(t: Test, answer?: (req: IncomingMessage, res: ServerResponse, d: Delivery) => void) {
-  const got: Delivery[] = []
-  const server = createServer({ keepAliveTimeout: 30_000 }, (req, res) => {
-    let body = ''
-    req.on('data', (c: Buffer) => (body += c.toString()))
-    req.on('end', () => {
-      const d = { path: req.url ?? '', id: String(req.headers['webhook-id']), body }
-      got.push(d)
-      if (answer === undefined) res.writeHead(204).end()
-      else answer(req, res, d)
-    })
-  })
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => new Promise<void>((resolve) => { server.closeAllConnections(); server.close(() => resolve()) }))
-  return { base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, got }
-}
+export { sharedReceiver, type Delivery } from './webhook-receiver.js'
 
 /** The journal as a SignalLog, counting reads (what a loop does to the log when it is not fed by the tail). */
 function countingLog(journal: Journal, counts: { reads: number }): SignalLog {
