@@ -1,0 +1,3 @@
+// test/gateway/control-plane.test.ts with its gateways on NATS (test/helpers/test-backend.ts).
+process.env['SGW_TEST_BACKEND'] = 'nats'
+await import('../gateway/control-plane.test.js')

@@ -1,0 +1,3 @@
+// test/gateway/ingest-dedup.test.ts with its gateways on NATS (test/helpers/test-backend.ts).
+process.env['SGW_TEST_BACKEND'] = 'nats'
+await import('../gateway/ingest-dedup.test.js')

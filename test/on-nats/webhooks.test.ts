@@ -1,0 +1,3 @@
+// test/gateway/webhooks.test.ts with its gateways on NATS (test/helpers/test-backend.ts).
+process.env['SGW_TEST_BACKEND'] = 'nats'
+await import('../gateway/webhooks.test.js')
