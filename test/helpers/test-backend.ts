@@ -27,21 +27,12 @@ export function testBackend(): TestBackend {
 }
 
 /**
- * Options for a subtest whose assertions are about the embedded backends alone (files
- * under DATA_DIR, the journal, state rebuilt or saved at a restart): on NATS it is
- * reported as skipped, with `why` as the reason.
- */
-export function embeddedOnly(why: string): { skip: string | false } {
-  return { skip: testBackend() === 'nats' ? `embedded backends only: ${why}` : false }
-}
-
-/**
  * For the embedded-only tail of a subtest whose flow runs on both: true on NATS, where it
  * adds a skipped subtest with `why` as its name, for the caller to return.
  */
-export function embeddedOnlyFromHere(t: { skip(name: string): unknown }, why: string): boolean {
+export function embeddedOnlyFromHere(t: { skip(name: string, cb: () => void): unknown }, why: string): boolean {
   if (testBackend() !== 'nats') return false
-  t.skip(`embedded backends only: ${why}`)
+  t.skip(`embedded backends only: ${why}`, () => undefined)
   return true
 }
 
@@ -59,6 +50,11 @@ const stopsAtEnd: (() => Promise<unknown>)[] = []
 /** Runs `stop` when the test file ends, before the nats-servers stop (a gateway killed first logs no lost connection). */
 export function beforeNatsStops(stop: () => Promise<unknown>): void {
   stopsAtEnd.push(stop)
+}
+
+/** nats-servers this test file started for its gateways: a wrapper checks its suite's gateways ran on NATS. */
+export function natsServersStarted(): number {
+  return servers.size
 }
 
 function serverFor(dataDir: string): Promise<NatsCluster> {
