@@ -66,6 +66,23 @@ export function refusalHistoryContract(t: TapTest, name: string, open: OpenRefus
       t.same(await listAll(b, 'src_1', 4), all, 'the same in pages of 4')
     })
 
+    t.test("a cursor is the source's own: the same whatever other sources were refused before and between its records", async (t) => {
+      const alone = await open(t, { perSource: 100 })
+      const crowded = await open(t, { perSource: 100 })
+      for (let n = 1; n <= 3; n++) {
+        alone.a.record('src_1', refusal(n))
+        for (let m = 0; m < 5; m++) crowded.a.record('src_2', refusal(100 + n * 10 + m))
+        crowded.a.record('src_1', refusal(n))
+      }
+      await listed(alone.b, 'src_1', 3)
+      await listed(crowded.b, 'src_1', 3)
+      const cursorOf = async (history: RefusalHistory) => (await history.page('src_1', 2, undefined))?.nextCursor
+      const cursor = await cursorOf(alone.b)
+      t.type(cursor, 'string', 'a second page')
+      t.equal(await cursorOf(crowded.b), cursor, 'the other source\'s 15 refusals change nothing in it')
+      t.same((await crowded.b.page('src_1', 2, cursor!))?.items.map((r) => r.request_id), ['req_000001'], 'and it leads to the rest')
+    })
+
     t.test('a cursor the history never gave is refused', async (t) => {
       const { b } = await open(t, { perSource: 100 })
       for (const cursor of ['not a cursor', Buffer.from('-1').toString('base64url'), Buffer.from('1e9').toString('base64url')]) {

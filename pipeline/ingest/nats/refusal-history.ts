@@ -25,6 +25,9 @@ interface Stored {
   readonly record: IngestErrorRecord
 }
 
+/** Numbers per millisecond of a record's time: safe integers to the year 2248. */
+const NUMBERS_PER_MS = 1024
+
 /** Pages are read whole from the source's subjects: at most 2 × perSource records. */
 const READ_TIMEOUT_MS = 5_000
 
@@ -36,11 +39,18 @@ const READ_TIMEOUT_MS = 5_000
  * not awaited by the request.
  *
  * Pages: the stream sequence orders records across both subjects and every gateway, so
- * "newest first" is by sequence, and a cursor is the sequence of the last record of the
- * page before (base64url of its decimal): the next page is the records below it. A page
- * reads the source's records (at most 2 × perSource) through a short-lived ordered
- * consumer filtered on `<prefix>.<token>.*`; records of another source that shares the
- * token (a 132-bit hash) are dropped by their source id.
+ * "newest first" is by sequence. A cursor is not that sequence, which every source's
+ * refusals advance (a creator paging would learn how often the others are refused): each
+ * record of the source is numbered from its own time and its source's records before
+ * it, max(previous + 1, time in ms × 1024), as the embedded history numbers them, and a
+ * cursor is the number of the last record of the page before (base64url of its decimal):
+ * the next page is the records numbered below it. Numbers rise with the sequence, so
+ * that is the records after it. A number depends on the source's records before it only
+ * within a run of one millisecond (or a clock set back): when the oldest record of such a
+ * run is discarded, a cursor into it may show one record twice or skip one. A page reads
+ * the source's records (at most 2 × perSource) through a short-lived ordered consumer
+ * filtered on `<prefix>.<token>.*`; records of another source that shares the token (a
+ * 132-bit hash) are dropped by their source id.
  *
  * Memory: two subjects per source that refused anything (~190 B each on the server), and
  * the records on disk, at most `maxRecords` (`discard: old` past it: the oldest go).
@@ -80,16 +90,16 @@ export class NatsRefusalHistory implements RefusalHistory {
       if (!/^[1-9][0-9]{0,15}$/.test(text) || Buffer.from(text).toString('base64url') !== cursor) return undefined
       below = Number(text)
     }
-    const all = await this.#read(sourceId)
+    const all = numbered(await this.#read(sourceId))
     // A cursor names a record this source listed (it may have aged out since).
-    if (cursor !== undefined && !(all.length > 0 && below <= all[0]!.seq)) return undefined
-    const newer = all.filter((r) => r.seq < below)
+    if (cursor !== undefined && !(all.length > 0 && below <= all[0]!.n)) return undefined
+    const newer = all.filter((r) => r.n < below)
     const items = newer.slice(0, limit)
     const last = items[items.length - 1]
-    return { items: items.map((r) => r.record), nextCursor: newer.length > limit && last !== undefined ? Buffer.from(String(last.seq)).toString('base64url') : null }
+    return { items: items.map((r) => r.record), nextCursor: newer.length > limit && last !== undefined ? Buffer.from(String(last.n)).toString('base64url') : null }
   }
 
-  /** The source's records, newest first, with their sequences. */
+  /** The source's records, newest first, with their stream sequences. */
   async #read(sourceId: string): Promise<{ seq: number; record: IngestErrorRecord }[]> {
     try {
       const consumer = await this.#js.consumers.get(this.#o.stream, {
@@ -114,4 +124,16 @@ export class NatsRefusalHistory implements RefusalHistory {
       throw stateError('reading refusals', err)
     }
   }
+}
+
+/** The source's records (newest first) with the numbers their cursors carry, which rise with the sequence. */
+function numbered(newestFirst: readonly { seq: number; record: IngestErrorRecord }[]): { n: number; record: IngestErrorRecord }[] {
+  const out: { n: number; record: IngestErrorRecord }[] = new Array(newestFirst.length)
+  let previous = 0
+  for (let i = newestFirst.length - 1; i >= 0; i--) {
+    const { record } = newestFirst[i]!
+    previous = Math.max(previous + 1, Date.parse(record.time) * NUMBERS_PER_MS || 0)
+    out[i] = { n: previous, record }
+  }
+  return out
 }
