@@ -16,8 +16,17 @@ import { NODE_FLAGS } from '../config/node-flags.js'
  * It is compiled into dist/, unlike test/, because the benchmark runs from there.
  */
 
-/** `dist/service/main.js`. The tests load this file as source (harness/, under tap), the bench as built (dist/harness/). */
-export const GATEWAY_MAIN = fileURLToPath(new URL(import.meta.url.endsWith('.ts') ? '../dist/service/main.js' : '../service/main.js', import.meta.url))
+/** `dist/service/main.js`, the bundled entry, from wherever this file runs. */
+function gatewayMain(): string {
+  const here = import.meta.url
+  // As source (harness/, a test run through a TypeScript loader).
+  if (here.endsWith('.ts')) return fileURLToPath(new URL('../dist/service/main.js', here))
+  // Compiled for the tests (dist-test/harness/), whose own service/main.js is not the bundle.
+  if (here.includes('/dist-test/')) return fileURLToPath(new URL('../../dist/service/main.js', here))
+  // Built (dist/harness/: the bench, `npm run cluster`).
+  return fileURLToPath(new URL('../service/main.js', here))
+}
+export const GATEWAY_MAIN = gatewayMain()
 const START_TIMEOUT_MS = 30_000
 /** Above the gateway's default SHUTDOWN_GRACE_MS, so a clean drain is never cut short. */
 const STOP_TIMEOUT_MS = 20_000

@@ -2,7 +2,11 @@
 // Runs the TypeScript compiler only when its inputs changed since its last success.
 //
 //   node scripts/tsc-if-stale.mjs build [--force]      tsc -p tsconfig.build.json   (dist/)
-//   node scripts/tsc-if-stale.mjs typecheck [--force]  tsc -p tsconfig.json --noEmit
+//   node scripts/tsc-if-stale.mjs typecheck [--force]  tsc -p tsconfig.test.json     (dist-test/)
+//
+// The typecheck covers every file, the tests included, and compiles them all to dist-test/,
+// which is what tap runs: plain JavaScript starts about 1.1 s of CPU sooner per test file
+// than TypeScript through a loader (tsx), over 140 files a minute and a half of the suite.
 //
 // A full `tsc` takes 4-9 s on a 2-core machine even when nothing changed, and `npm start`
 // and `npm test` ran one every time. Here the inputs are hashed instead (about 100 ms):
@@ -39,17 +43,19 @@ const TARGETS = {
     output: 'dist/service/main.js',
   },
   typecheck: {
-    tsconfig: 'tsconfig.json',
-    args: ['--noEmit'],
+    tsconfig: 'tsconfig.test.json',
+    args: [],
     then: [],
     after: undefined,
-    // Under node_modules/: `npm ci` starts it over, as it may bring other type packages.
-    stamp: 'node_modules/.cache/signal-ingest-gateway/typecheck-stamp.json',
+    // Emptied before each compile: a test file removed from test/ must not run on from here.
+    clean: 'dist-test',
+    // In dist-test/ itself: deleting the folder deletes the stamp, so it is compiled again.
+    stamp: 'dist-test/.typecheck-stamp.json',
     output: undefined,
   },
 }
 
-const EXTRA_INPUTS = ['tsconfig.json', 'tsconfig.build.json', 'tsconfig.sdk.json', 'package.json', 'package-lock.json']
+const EXTRA_INPUTS = ['tsconfig.json', 'tsconfig.build.json', 'tsconfig.sdk.json', 'tsconfig.test.json', 'package.json', 'package-lock.json']
 
 /** The tsconfig's "include", following "extends" (a relative path) when it has none of its own. */
 function includeOf(tsconfigPath) {
@@ -142,6 +148,7 @@ if (!flags.includes('--force') && stamp?.hash === hash && mtime !== undefined &&
 
 // Removed first: a failed or interrupted compile must not leave an old stamp vouching for new output.
 rmSync(join(ROOT, target.stamp), { force: true })
+if (target.clean !== undefined) rmSync(join(ROOT, target.clean), { recursive: true, force: true })
 const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc')
 const t0 = Date.now()
 for (const tsconfig of [target.tsconfig, ...target.then]) {

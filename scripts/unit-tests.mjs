@@ -85,12 +85,14 @@ if (list.status !== 0) {
   process.exit(list.status ?? 1)
 }
 const files = list.stdout.split('\n').filter((l) => l.trim() !== '').map((l) => relative(ROOT, join(ROOT, l.trim())))
-const unit = files.filter((f) => startsGateway(f) === null)
+/** The TypeScript source of a compiled test file tap lists (dist-test/test/x.test.js → test/x.test.ts): the imports are read there. */
+const sourceOf = (f) => f.replace(/^dist-test\//, '').replace(/\.js$/, '.ts')
+const unit = files.filter((f) => startsGateway(sourceOf(f)) === null)
 
 const args = process.argv.slice(2)
 if (args[0] === '--list') {
   for (const f of files) {
-    const reason = startsGateway(f)
+    const reason = startsGateway(sourceOf(f))
     console.log(reason === null ? `unit     ${f}` : `gateway  ${f}  (${reason})`)
   }
   process.exit(0)

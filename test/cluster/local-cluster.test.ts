@@ -1,12 +1,12 @@
 import { spawn } from 'node:child_process'
 import { existsSync } from 'node:fs'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { GATEWAY_MAIN } from '../../harness/gateway-launcher.js'
+import { repoPath } from '../helpers/repo-root.js'
 
 /** `npm run cluster` (the built dist/harness/local-cluster.js): it starts, says where, serves each role, and Ctrl-C stops and cleans up everything. */
 
-const SCRIPT = fileURLToPath(new URL('../../dist/harness/local-cluster.js', import.meta.url))
+const SCRIPT = repoPath('dist/harness/local-cluster.js')
 
 t.test('npm run cluster starts nats-server and four processes, prints where, and Ctrl-C stops them all and deletes their folders', async (t) => {
   t.ok(existsSync(GATEWAY_MAIN), 'the service is built (npm test builds it first)')

@@ -1,6 +1,7 @@
 import { readFile } from 'node:fs/promises'
 import t from 'tap'
 import { ConfigError, loadConfig } from '../../config/index.js'
+import { repoPath } from '../helpers/repo-root.js'
 
 /**
  * The configuration table of docs/operations.md lists every variable config/index.ts
@@ -15,7 +16,7 @@ interface Row {
 }
 
 async function configTable(): Promise<Map<string, Row>> {
-  const page = await readFile(new URL('../../docs/operations.md', import.meta.url), 'utf8')
+  const page = await readFile(repoPath('docs/operations.md'), 'utf8')
   const section = /^## Configuration\n([\s\S]*?)(?=^## |(?![\s\S]))/m.exec(page)?.[1] ?? ''
   const rows = new Map<string, Row>()
   for (const m of section.matchAll(/^\| `([A-Z0-9_]+)` \| ([^|]*) \| ([^|]*) \|/gm)) {

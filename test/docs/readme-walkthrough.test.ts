@@ -2,9 +2,9 @@ import { execFile } from 'node:child_process'
 import { chmod, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { startTestGateway } from '../helpers/gateway-process.js'
+import { repoPath } from '../helpers/repo-root.js'
 
 /**
  * The README's walk-through, run exactly as the README shows it (the shell block between
@@ -13,7 +13,7 @@ import { startTestGateway } from '../helpers/gateway-process.js'
  * It needs bash, curl, jq 1.6 or later and OpenSSL 3, as the README says (.ci/run installs jq).
  */
 
-const REPO = fileURLToPath(new URL('../..', import.meta.url))
+const REPO = repoPath()
 const RUN_TIMEOUT_MS = 60_000
 
 /** The commands of the README's walk-through block. */

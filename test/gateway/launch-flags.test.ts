@@ -1,6 +1,8 @@
 import { readFile } from 'node:fs/promises'
+import { pathToFileURL } from 'node:url'
 import t from 'tap'
 import { missingNodeFlags, NODE_FLAGS } from '../../config/index.js'
+import { repoPath } from '../helpers/repo-root.js'
 
 /**
  * The V8 flags cannot be set from inside the process, so every launcher repeats them:
@@ -8,7 +10,7 @@ import { missingNodeFlags, NODE_FLAGS } from '../../config/index.js'
  * (harness/gateway-launcher.ts, for the tests and the benchmark, imports NODE_FLAGS).
  */
 
-const root = new URL('../../', import.meta.url)
+const root = pathToFileURL(repoPath('/')).href
 
 /** The flags between `node` and `dist/service/main.js` in a command line. */
 function nodeFlagsOf(command: string): string[] {

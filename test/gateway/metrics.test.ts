@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process'
-import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { Metrics, type ScrapeReadings } from '../../gateway/metrics.js'
 import { namingBreaches, parsePrometheusText, sampleValue } from '../helpers/prometheus-text.js'
+import { repoPath } from '../helpers/repo-root.js'
 
 const zeros: ScrapeReadings = {
   verifySlotsTaken: () => 0,
@@ -119,7 +119,7 @@ const ALLOCATION_NOISE_BYTES = 6
 t.test('the per-request metric calls allocate nothing, where prom-client called per request would', async (t) => {
   // A child process: it needs --expose-gc and a young generation large enough that no
   // collection runs while it counts bytes.
-  const bench = fileURLToPath(new URL('../../dist/bench/metrics-hot-path.js', import.meta.url))
+  const bench = repoPath('dist/bench/metrics-hot-path.js')
   const { stdout } = await promisify(execFile)(process.execPath, ['--expose-gc', '--min-semi-space-size=64', '--max-semi-space-size=64', bench, '--json', '20000'], { timeout: 60_000 })
   const results = JSON.parse(stdout) as Record<string, { nsPerCall: number; bytesPerCall: number }>
   t.ok((results['gateway: accepted + latency'] as { bytesPerCall: number }).bytesPerCall < ALLOCATION_NOISE_BYTES, `accepted(): ${results['gateway: accepted + latency']?.bytesPerCall} bytes a call`)

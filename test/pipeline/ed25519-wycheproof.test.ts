@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs'
 import t from 'tap'
 import { verifyEd25519 } from '../../pipeline/verify/ed25519.js'
+import { repoPath } from '../helpers/repo-root.js'
 
 interface WycheproofTest {
   tcId: number
@@ -16,7 +17,7 @@ interface WycheproofFile {
 }
 
 const file = JSON.parse(
-  readFileSync(new URL('../fixtures/wycheproof-ed25519_test.json', import.meta.url), 'utf8'),
+  readFileSync(repoPath('test/fixtures/wycheproof-ed25519_test.json'), 'utf8'),
 ) as WycheproofFile
 const hex = (s: string): Uint8Array => Uint8Array.from(Buffer.from(s, 'hex'))
 

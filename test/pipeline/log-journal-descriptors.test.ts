@@ -2,13 +2,15 @@ import { spawnSync } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
 import t from 'tap'
+import { repoPath } from '../helpers/repo-root.js'
 
 // Runs in its own process under `prlimit --nofile` (util-linux, installed by .ci/run): the
 // descriptors are used up there, not in the test runner.
 const CHILD = `
 import { open, readdir } from 'node:fs/promises'
-import { openJournal } from ${JSON.stringify(new URL('../../dist/pipeline/log-journal.js', import.meta.url).href)}
+import { openJournal } from ${JSON.stringify(pathToFileURL(repoPath('dist/pipeline/log-journal.js')).href)}
 const dir = process.argv[2]
 const warnings = []
 const log = await openJournal({ dir, fsync: 'always', dedupWindowMs: 60_000, segmentBytes: 4096, onWarning: (m) => warnings.push(m) })

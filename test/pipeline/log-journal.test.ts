@@ -3,7 +3,7 @@ import fs from 'node:fs'
 import { appendFile, mkdtemp, open as fsOpen, readdir, readFile, rm, stat, truncate, writeFile } from 'node:fs/promises'
 import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { extname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { openJournal } from '../../pipeline/log-journal.js'
@@ -482,8 +482,8 @@ t.test('a short write(2) is completed, not taken for the whole record', async (t
 
 t.test('every acknowledged append survives kill -9 of the writing process', async (t) => {
   const { dir, open } = await journalDir(t)
-  const fixture = fileURLToPath(new URL('../fixtures/journal-writer.ts', import.meta.url))
-  // tap's TypeScript loader is in our execArgv; its coverage hook is left out of the child.
+  const fixture = fileURLToPath(new URL(`../fixtures/journal-writer${extname(import.meta.url)}`, import.meta.url))
+  // The fixture as this file runs (TypeScript with its loader in execArgv, or compiled); tap's process-info hook is left out.
   const execArgv = process.execArgv.filter((a) => !a.includes('processinfo'))
   const child = spawn(process.execPath, [...execArgv, fixture, dir], {
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,6 +4,7 @@ import fc from 'fast-check'
 import sodium from 'sodium-native'
 import t from 'tap'
 import { parsePublicKey } from '../../registry/public-key.js'
+import { repoPath } from '../helpers/repo-root.js'
 
 const P = 2n ** 255n - 19n
 const Y8 = 0x7a03ac9277fdc74ec6cc392cfa53202a0f67100d760b3cba4fd84d3d706a17c7n
@@ -120,7 +121,7 @@ t.test('garbage and wrong lengths are refused', async (t) => {
 
 t.test('every public key of the Wycheproof vectors is accepted in all three formats', async (t) => {
   const file = JSON.parse(
-    readFileSync(new URL('../fixtures/wycheproof-ed25519_test.json', import.meta.url), 'utf8'),
+    readFileSync(repoPath('test/fixtures/wycheproof-ed25519_test.json'), 'utf8'),
   ) as { testGroups: { publicKey: { pk: string }; publicKeyPem: string }[] }
   for (const group of file.testGroups) {
     const key = Buffer.from(group.publicKey.pk, 'hex')

@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { repoPath } from '../helpers/repo-root.js'
 
 /**
  * The SDK example in the docs is examples/sdk-push.mjs verbatim: every block marked
@@ -9,7 +9,7 @@ import t from 'tap'
  * which test/sdk/package-entry.test.ts runs. The docs cannot drift from what runs.
  */
 
-const root = fileURLToPath(new URL('../../', import.meta.url))
+const root = repoPath()
 const MARKED = /<!-- example: (\S+) -->\n```[a-z]*\n([\s\S]*?)```\n<!-- \/example -->/g
 
 const pages = ['docs', 'doc-fragments']

@@ -3,6 +3,7 @@ import { builtinModules } from 'node:module'
 import { dirname, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
+import { repoPath } from '../helpers/repo-root.js'
 
 /**
  * The built SDK (dist/sdk/index.js, what `signal-ingest-gateway/sdk` resolves to) and
@@ -11,7 +12,7 @@ import t from 'tap'
  * and every package it reaches declared in package.json `dependencies`.
  */
 
-const root = fileURLToPath(new URL('../../', import.meta.url))
+const root = repoPath()
 const pkg = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; exports: Record<string, unknown> }
 const IMPORT = /(?:^|[\s;}])(?:import|export)\s*(?:[\w*{}\s,$]*?\s*from\s*)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g
 

@@ -2,11 +2,11 @@ import { execFile as execFileCb, execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
-import { fileURLToPath } from 'node:url'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { apiRequest } from '../../harness/api-request.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
+import { repoPath } from '../helpers/repo-root.js'
 
 /**
  * `signal-ingest-gateway/sdk` from another project: the package as `npm pack` builds it
@@ -19,7 +19,7 @@ import { startTestGateway } from '../helpers/gateway-process.js'
  */
 
 const execFile = promisify(execFileCb)
-const root = fileURLToPath(new URL('../../', import.meta.url))
+const root = repoPath()
 const work = mkdtempSync(join(tmpdir(), 'sdk-consumer-'))
 t.teardown(() => rmSync(work, { recursive: true, force: true }))
 

@@ -3,7 +3,7 @@ import fs from 'node:fs'
 import { appendFile, copyFile, mkdtemp, open as fsOpen, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { syncBuiltinESMExports } from 'node:module'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { extname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import t from 'tap'
 import { fileKvBuckets, type KvBucketLimits } from '../../storage/index.js'
@@ -170,8 +170,8 @@ t.test('a failed fdatasync stops the bucket for good and reports it', async (t) 
 t.test('every acknowledged write survives kill -9 of the writing process, through compactions', async (t) => {
   const dir = await mkdtemp(join(tmpdir(), 'kv-kill-'))
   t.teardown(() => rm(dir, { recursive: true, force: true }))
-  const fixture = fileURLToPath(new URL('../fixtures/kv-writer.ts', import.meta.url))
-  // tap's TypeScript loader is in our execArgv; its coverage hook is left out of the child.
+  const fixture = fileURLToPath(new URL(`../fixtures/kv-writer${extname(import.meta.url)}`, import.meta.url))
+  // The fixture as this file runs (TypeScript with its loader in execArgv, or compiled); tap's process-info hook is left out.
   const execArgv = process.execArgv.filter((a) => !a.includes('processinfo'))
   const child = spawn(process.execPath, [...execArgv, fixture, dir], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NODE_OPTIONS: '' } })
   const exited = new Promise<NodeJS.Signals | null>((resolve) => child.once('exit', (_code, signal) => resolve(signal)))
