@@ -30,7 +30,8 @@ export async function openNatsBackends({ config, logger, dataDir, time }: Backen
       retryAtStart('the signal stream', () => openJetStreamLog({
         connection: nc,
         stream: config.NATS_STREAM,
-        // Subjects of their own per stream: two deployments may share one NATS.
+        // Subjects named after the stream, so a stream never takes another's subjects. The
+        // key-value buckets (registry, leases, ...) have fixed names: one deployment per NATS.
         subjectPrefix: `signals.${config.NATS_STREAM}`,
         replicas: config.NATS_REPLICAS,
         dedupWindowMs: STREAM_DUPLICATE_WINDOW_MS,
