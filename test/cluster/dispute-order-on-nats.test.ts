@@ -64,7 +64,7 @@ t.test('the dispute events and the signals around them come live in the order a 
   t.teardown(() => live.cancel())
 
   const leaked: Array<{ signal_id: string; received_at: string }> = []
-  for (let i = 0; i < 3; i++) {
+  for (let i = 0; i < 6; i++) {
     const res = await push(g, src.sign(payload(src.sourceId)))
     t.equal(res.status, 202)
     leaked.push({ signal_id: res.body.signal_id, received_at: res.body.received_at })
@@ -76,29 +76,41 @@ t.test('the dispute events and the signals around them come live in the order a 
   t.equal((await push(g, sign(payload(src.sourceId)))).status, 202)
   t.equal((await call(g.url, 'POST', `/v1/byo/sources/${src.sourceId}/keys/${keyId}/promote`, { token: src.creatorToken })).status, 200)
   t.equal((await call(g.url, 'POST', `/v1/byo/sources/${src.sourceId}/keys/${src.keyId}/revoke`, { token: src.creatorToken })).status, 200)
-  const opened = await call(g.url, 'POST', `/v1/byo/sources/${src.sourceId}/disputes`, { token: src.creatorToken, body: { key_id: src.keyId, signals: leaked, evidence: 'the key leaked' } })
-  t.equal(opened.status, 201)
+  // Six disputes of one signal each.
+  const disputes: string[] = []
+  for (let i = 0; i < 6; i++) {
+    const opened = await call(g.url, 'POST', `/v1/byo/sources/${src.sourceId}/disputes`, { token: src.creatorToken, body: { key_id: src.keyId, signals: leaked.slice(i, i + 1), evidence: 'the key leaked' } })
+    t.equal(opened.status, 201)
+    disputes.push(opened.body.data.dispute_id)
+  }
 
-  // Signals keep coming through G, four at a time, while the dispute is accepted there.
+  // Signals keep coming through G on eight lanes while the disputes are accepted there at once: their
+  // registry writes (one key per source) wait for each other, so records follow a placement before its dispute is recorded.
   let pushing = true
   let pushed = 0
-  const pusher = (async () => {
-    while (pushing || pushed < 40) {
-      const answers = await Promise.all(Array.from({ length: 4 }, () => push(g, sign(payload(src.sourceId)))))
-      for (const a of answers) if (a.status !== 202) throw new Error(`push: ${a.status}`)
-      pushed += 4
+  const lane = async () => {
+    while (pushing || pushed < 60) {
+      const res = await push(g, sign(payload(src.sourceId)))
+      if (res.status !== 202) throw new Error(`push: ${res.status}`)
+      pushed++
     }
-  })()
-  await until('signals under way', () => pushed >= 12)
-  const accepted = await call(g.url, 'POST', `/v1/byo/sources/${src.sourceId}/disputes/${opened.body.data.dispute_id}/accept`, { token: adminToken, body: {} })
+  }
+  const lanes = Promise.all(Array.from({ length: 8 }, lane))
+  await until('signals under way', () => pushed >= 16)
+  const disputeIds: string[] = []
+  const places: number[] = []
+  const answers = await Promise.all(disputes.map((id) => call(g.url, 'POST', `/v1/byo/sources/${src.sourceId}/disputes/${id}/accept`, { token: adminToken, body: {} })))
+  for (const accepted of answers.sort((x, y) => x.body.data.after_seq - y.body.data.after_seq)) {
+    t.equal(accepted.status, 200)
+    const afterSeq = accepted.body.data.after_seq as number
+    places.push(afterSeq)
+    disputeIds.push(...(accepted.body.data.signals as any[]).map((s) => `disputed ${afterSeq}.d${s.seq}`))
+  }
   pushing = false
-  await pusher
-  t.equal(accepted.status, 200)
-  const afterSeq = accepted.body.data.after_seq as number
-  const disputeIds = (accepted.body.data.signals as any[]).map((s) => `disputed ${afterSeq}.d${s.seq}`)
+  await lanes
 
-  // Every event: 3 leaked, the pushed ones, 3 dispute events (the new key's test signal is never delivered).
-  const total = 3 + pushed + 3
+  // Every event: 6 leaked, the pushed ones, 6 dispute events (the new key's test signal is never delivered).
+  const total = 6 + pushed + 6
   await live.until(() => delivered(sseEvents(live.state.text)).length >= total, 20_000)
   await until(`the webhook events (${total})`, () => hooked.length >= total).catch((err: Error) => {
     throw new Error(`${err.message}: ${hooked.length} came, the stream has ${delivered(sseEvents(live.state.text)).length}: ${delivered(hooked.map((b) => JSON.parse(b))).slice(-5).join(', ')}`)
@@ -123,11 +135,13 @@ t.test('the dispute events and the signals around them come live in the order a 
 
   const replayOrder = delivered(polled)
   t.equal(replayOrder.length, total, 'the replay has every event once')
-  t.same(replayOrder.filter((e) => e.startsWith('disputed')), disputeIds, 'the dispute events, after the placement record')
-  const firstAfter = replayOrder.findIndex((e) => e.startsWith('accepted') && Number(e.split(' ')[1]) > afterSeq)
-  t.ok(firstAfter === -1 || replayOrder.indexOf(disputeIds[0]!) < firstAfter, 'before every signal stored after the placement')
+  t.same(replayOrder.filter((e) => e.startsWith('disputed')), disputeIds, 'the dispute events, after their placement records')
+  for (const [i, place] of places.entries()) {
+    const firstAfter = replayOrder.findIndex((e) => e.startsWith('accepted') && Number(e.split(' ')[1]) > place)
+    t.ok(firstAfter === -1 || replayOrder.indexOf(disputeIds[i]!) < firstAfter, `dispute ${i + 1}: before every signal stored after its placement`)
+  }
   t.same(liveOrder, replayOrder, 'the live stream on D: the replay order')
   t.same(hookOrder, replayOrder, 'the webhook from D: the replay order')
   t.same(delivered(sseEvents(again.state.text)), replayOrder, 'a new stream from the start: the same order')
-  t.comment(`${pushed} signals pushed during the acceptance; the dispute is placed after record ${afterSeq}`)
+  t.comment(`${pushed} signals pushed during the acceptances; the disputes are placed after records ${places.join(', ')}`)
 })
