@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { cursorOf, parseEventId, scanRentalEvents, type RentalDisputes, type ScanStart } from '../../delivery/index.js'
+import { cursorOf, LiveTail, parseEventId, scanRentalEvents, StreamSession, type RentalDisputes, type ScanStart } from '../../delivery/index.js'
 import { openJournal, type Journal } from '../../pipeline/index.js'
 import { DisputeGate, type DisputedSignal } from '../../registry/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
@@ -83,6 +83,36 @@ t.test('a record appended while a dispute is being recorded is not delivered bef
   t.equal(accepted.after_seq, 4, 'the dispute is placed after its placement record')
   t.same((await s.scanAll('3')).ids, ['4.d1', '4.d2', '5', '6'], 'the next poll gets the dispute first, then the later records')
   t.same((await s.scanAll(undefined, 1)).ids, ['1', '2', '3', '4.d1', '4.d2', '5', '6'], 'one event a page: the same order')
+})
+
+t.test('a live stream waits at the placement of a dispute being recorded, then sends its events before the records after it', async (t) => {
+  const s = await setup(t)
+  const tail = await LiveTail.start(s.log, (err) => t.error(err))
+  t.teardown(() => tail.close())
+  const sent: string[] = []
+  const sink = { send: (e: { event_id: string }) => sent.push(e.event_id) > 0, writable: () => Promise.resolve(), end: () => undefined, closed: false }
+  const session = new StreamSession(s.rental, s.log, tail, () => s.rental, sink, undefined, s.registry)
+  t.teardown(() => session.stop())
+  const unwatch = s.registry.watchDisputes((changed) => {
+    for (const d of changed) if (typeof d.after_seq === 'number') session.disputesChanged(d.after_seq)
+  })
+  t.teardown(unwatch)
+  await session.start()
+  await s.append(3)
+  await tail.reached(3)
+  const dispute = await s.open([s.signals[1]!, s.signals[0]!])
+  let write!: () => void
+  s.store.hold = new Promise<void>((resolve) => (write = resolve))
+  const accepting = s.accept(dispute.dispute_id)
+  await s.append(2)
+  await tail.reached(6)
+  await new Promise((r) => setTimeout(r, 50))
+  t.same(sent, ['1', '2', '3'], 'nothing after the placement while the dispute is not recorded')
+  write()
+  t.equal((await accepting).after_seq, 4)
+  await new Promise((r) => setTimeout(r, 50))
+  t.same(sent, ['1', '2', '3', '4.d1', '4.d2', '5', '6'], 'then the dispute, then the later records: the replay order')
+  t.same((await s.scanAll(undefined)).ids, sent)
 })
 
 t.test('disputes placed after the same record come in the order accepted, and a resume from one gives the rest', async (t) => {

@@ -18,7 +18,8 @@ import { sharedReceiver, signalOf, until, webhookFixture } from '../helpers/webh
 const T0 = '2020-01-01T00:00:00.000Z'
 
 async function setup(t: Test, answer?: (eventId: string) => number) {
-  const registry = await openRegistry(t, await registryBucket(t), 'admin')
+  const store = await registryBucket(t)
+  const registry = await openRegistry(t, store, 'admin')
   const agent = await registry.createAgent({ agent_id: 'a', creator_id: 'c', slots: 1 })
   const source = await registry.createSource({ agent, manifest: structuredClone(MANIFEST) as any, listing: { public_receipts: false } })
   const key = await registry.addKey(source.source_id, generateKeyPairSync('ed25519').publicKey.export({ format: 'der', type: 'spki' }).subarray(-32))
@@ -37,14 +38,18 @@ async function setup(t: Test, answer?: (eventId: string) => number) {
       signals.push({ signal_id: parsed.signal_id, received_at: parsed.received_at, seq })
     }
   }
-  /** As the accept route does (its placement in the log, then the record); `earlier`: as an earlier release did, after the log's last record. */
-  const dispute = async (named: DisputedSignal[], earlier = false) => {
+  /**
+   * As the accept route does (its placement in the log, then the record); `earlier`: as an
+   * earlier release did, after the log's last record. `opened` runs between the opening and the acceptance.
+   */
+  const dispute = async (named: DisputedSignal[], earlier = false, opened_ = () => {}) => {
     const opened = await registry.openDispute({ source, keyId: key.key_id, signals: named, evidence: 'leaked', openedBy: 'c' })
+    opened_()
     if (!earlier) return acceptDispute(s.journal, registry, source.source_id, opened.dispute_id)
     return registry.resolveDispute(source.source_id, opened.dispute_id, 'accepted', null, (await s.journal.info()).lastSeq)
   }
   const events = () => rx.got.map((d) => eventOf(d.body))
-  return { s, rx, rental, signals, append, dispute, events }
+  return { s, rx, rental, signals, append, dispute, events, store }
 }
 
 t.test('a dispute accepted while the loop waits is delivered in its place; a failing dispute event holds the position, and a restart resumes at it', async (t) => {
@@ -73,6 +78,31 @@ t.test('a dispute accepted while the loop waits is delivered in its place; a fai
   t.same(events().filter((e) => e !== '4.d3'), firsts.filter((e) => e !== '4.d3'), 'only the failing event was sent more than once')
   t.same(new Set(rx.got.filter((g) => g.body.includes('"4.d3"')).map((g) => g.id)), new Set([`msg_${rental.rental_id}_4.d3`]), 'its webhook-id is the same on every attempt, also after the restart')
   t.equal(await s.state.pending(rental.rental_id), null, 'no retry state once it is delivered')
+  t.same(s.errors, [])
+})
+
+t.test('a loop reaching the placement of a dispute being recorded waits there, then delivers its events before the records after it', async (t) => {
+  const { s, rx, signals, append, dispute, events, store } = await setup(t)
+  await s.register(rx.base)
+  await append(3)
+  await until(() => events().length === 3)
+  let write!: () => void
+  let placed!: () => void
+  const opened = new Promise<void>((resolve) => (placed = resolve))
+  const accepting = dispute([signals[0]!, signals[2]!], false, () => {
+    store.hold = new Promise<void>((resolve) => (write = resolve))
+    placed()
+  })
+  await opened
+  // The placement is appended at once (the acceptance's first step), before these.
+  await new Promise((r) => setTimeout(r, 20))
+  await append(2)
+  await new Promise((r) => setTimeout(r, 300))
+  t.same(events(), ['1', '2', '3'], 'nothing after the placement while the dispute is not recorded')
+  write()
+  t.equal((await accepting).after_seq, 4)
+  await until(() => events().length === 7)
+  t.same(events(), ['1', '2', '3', '4.d1', '4.d3', '5', '6'], 'then the dispute, then the later records')
   t.same(s.errors, [])
 })
 
