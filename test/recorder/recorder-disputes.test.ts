@@ -1,3 +1,4 @@
+import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import t from 'tap'
 import { generateCreatorKey } from '../../harness/signed-push.js'
@@ -69,7 +70,6 @@ t.test('disputes opened, accepted and rejected through the API show on the recei
   // The gateway is gone: its chDB folder is this process's now.
   const store = new ClickHouseReceiptStore({ target: { kind: 'chdb', path: join(gw.dataDir, 'clickhouse'), maxServerMemoryBytes: 1_000_000_000 } })
   await store.open()
-  t.teardown(() => store.close())
   const { receipts } = await store.list({ source_id: src.sourceId, limit: 100 })
   const status = new Map(receipts.map((r) => [r.signal_id, r.dispute_status]))
   t.same(
@@ -81,6 +81,7 @@ t.test('disputes opened, accepted and rejected through the API show on the recei
   const all = (await store.list({ source_id: src.sourceId, limit: 100, includeTest: true })).receipts
   t.equal(all.filter((r) => r.test).length, 2, 'and the two keys\' test signals are test receipts')
   t.equal((await store.list({ source_id: src.sourceId, status: 'disputed' })).receipts.length, 2)
+  await store.close()
 
   // The accepted dispute's after_seq is its placement record in the log, and it is no signal.
   const log = await openJournal({ dir: join(gw.dataDir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
@@ -92,9 +93,10 @@ t.test('disputes opened, accepted and rejected through the API show on the recei
   t.throws(() => decodeSignalRecord(record!.data), 'no reader takes it for a signal record')
   t.same(mapRecord(record!, () => 'agent'), { kind: 'not_a_signal' }, 'the recorder makes no receipt of it')
 
-  // A restart rebuilds the ingest state from the log, placement included, and still answers for the signals.
+  // Without its saved state, a restart rebuilds the ingest state from the log, placement included, and still answers for the signals.
+  await rm(join(gw.dataDir, 'ingest-state.bin'), { force: true })
   const again = await startTestGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken })
-  const retry = await push(again, src.sign(payload(src.sourceId)))
+  const retry = await push(again, src.sign(payload(src.sourceId), { key: next, keyId }))
   t.equal(retry.status, 202, 'the restarted gateway takes signals')
   t.equal((await call(again.url, 'GET', `/v1/byo/sources/${src.sourceId}/signals/${answers[0]!.signal_id}`, { token: src.creatorToken })).body.data.state, 'disputed')
 })
