@@ -146,6 +146,16 @@ t.test('an acceptance that cannot be recorded is never delivered', async (t) => 
   t.equal(s.registry.dispute(s.source.source_id, dispute.dispute_id)?.state, 'open')
 })
 
+t.test('an acceptance whose registry write would start past its bound is refused with not_ready and not recorded', async (t) => {
+  const s = await setup(t)
+  await s.append(2)
+  const dispute = await s.open([s.signals[0]!])
+  // The bound (the route's: PLACEMENT_WRITE_MS from before its append) has passed when the write would start.
+  await t.rejects(s.registry.resolveDispute(s.source.source_id, dispute.dispute_id, 'accepted', null, 3, Date.now() - 1), { code: 'not_ready' })
+  t.equal(s.registry.dispute(s.source.source_id, dispute.dispute_id)?.state, 'open', 'still open: a retry places it anew')
+  t.equal((await s.accept(dispute.dispute_id)).state, 'accepted')
+})
+
 t.test('disputes accepted before their place was recorded get one derived alike in every process', async (t) => {
   const s = await setup(t)
   await s.append(3)
