@@ -2,7 +2,7 @@
 export { signalAcceptedEvent, rentalEventOf, rentalEndedEvent } from './signal-event.js'
 export { parseEventId, signalEventId, endedEventId, disputedEventId, type EventPosition } from './event-id.js'
 export { scanRentalEvents, type ScanResult, type ScanStart } from './log-scan.js'
-export { compareCursors, cursorEventId, cursorOf, deliverableEnd, disputeEventsOf, DisputeQueue, recordStep, type PlacedEvent, type RentalCursor, type RentalDisputes } from './rental-events.js'
+export { compareCursors, cursorEventId, cursorOf, disputeEventsOf, DisputeQueue, recordStep, type PlacedEvent, type RentalCursor, type RentalDisputes } from './rental-events.js'
 export { lastEventSeq } from './rental-end.js'
 export { LiveTail, LIVE_CONSUMER } from './live-tail.js'
 export { StreamHub, type StreamHubOptions } from './stream-hub.js'

@@ -1,4 +1,4 @@
-import type { LogRecord, SignalLog } from '../pipeline/index.js'
+import { placementIn, type LogRecord, type PlacementMark, type SignalLog } from '../pipeline/index.js'
 import type { RentalRecord } from '../rentals/index.js'
 import type { DeliveryEvent } from '../schemas/index.js'
 import { DisputeQueue, recordStep, type PlacedEvent, type RentalCursor, type RentalDisputes } from './rental-events.js'
@@ -23,6 +23,8 @@ export interface ScanResult {
   readonly complete: boolean
   /** Records retention removed between the start asked for and the first one held; null when none. */
   readonly lost: { readonly fromSeq: number; readonly toSeq: number; readonly count: number } | null
+  /** Set when the scan stopped before a dispute placement whose dispute is not recorded yet: resume from `cursor` once it is settled. */
+  readonly waitingFor?: PlacementMark
 }
 
 /**
@@ -32,8 +34,9 @@ export interface ScanResult {
  * by source, so a scan reads every source's records and keeps the rental's: bounded per
  * call by `maxScan`, and resumable from `cursor`. Without a resume point the scan starts
  * at the first record stored at or after the rental's starts_at (the log stores a signal
- * after it was received, so none of the rental's is earlier). `toSeq` must be a bound
- * from `deliverableEnd`, so that no dispute being accepted lands behind it.
+ * after it was received, so none of the rental's is earlier). A dispute placement of the
+ * rental's source stops the scan until its dispute is settled (`waitingFor`), so that no
+ * dispute lands behind a record the scan went past.
  */
 export async function scanRentalEvents(
   log: SignalLog,
@@ -55,7 +58,7 @@ export async function scanRentalEvents(
   let cursor: RentalCursor = lost !== null ? { seq: lost.toSeq } : start.afterSeq === undefined ? { seq: 0 } : { seq: start.afterSeq, ...(start.dispute && { dispute: start.dispute }) }
   const initial = rental()
   if (initial === undefined) return { events, scannedTo: cursor.seq, cursor, complete: true, lost }
-  const queue = new DisputeQueue(disputes, initial, cursor, toSeq)
+  let queue = new DisputeQueue(disputes, initial, cursor, toSeq)
   const done = (complete: boolean): ScanResult => ({ events, scannedTo: cursor.seq, cursor, complete, lost })
   const take = (placed: PlacedEvent) => {
     events.push(placed.event)
@@ -84,6 +87,12 @@ export async function scanRentalEvents(
         take(d)
       }
       if (events.length >= maxEvents) return done(false)
+      const mark = record.sourceId === current.source_id ? placementIn(record) : undefined
+      if (mark !== undefined) {
+        if (!disputes.disputeGate.settled(mark)) return { ...done(false), waitingFor: mark }
+        // The dispute may have been recorded since the queue was made: its events are placed after this record.
+        queue = new DisputeQueue(disputes, current, { seq: record.seq }, toSeq)
+      }
       const step = recordStep(record, current)
       read++
       cursor = step.cursor

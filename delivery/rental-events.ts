@@ -10,10 +10,14 @@ import { rentalEventOf } from './signal-event.js'
  * polling, webhooks) follows, so that they cannot disagree: the log's records in seq
  * order, and each accepted dispute's events placed after the record `after_seq` it was
  * accepted after, before the next record; disputes placed after the same record in the
- * order they were accepted (`accept_order`), one event per named signal by seq.
+ * order they were accepted (`accept_order`), one event per named signal by seq. Since
+ * this release `after_seq` is the dispute's own placement record in the log
+ * (pipeline/dispute-placement.ts), at which every channel waits until the dispute is
+ * settled; a dispute recorded by an earlier release names a signal's record instead,
+ * and is placed after it the same way.
  */
 
-/** What the order needs of the registry: its accepted disputes in delivery order, and the gate of acceptances under way. */
+/** What the order needs of the registry: its accepted disputes in delivery order, and when a channel may pass a dispute placement. */
 export interface RentalDisputes {
   acceptedDisputesOf(sourceId: string): readonly DisputeRecord[]
   readonly disputeGate: DisputeGate
@@ -134,11 +138,3 @@ export class DisputeQueue {
   }
 }
 
-/**
- * The greatest log seq a read for delivery may go to now: `lastSeq` (read first), or less
- * while a dispute is being accepted, which the channels must not pass (registry's gate).
- */
-export async function deliverableEnd(disputes: RentalDisputes, lastSeq: () => Promise<number>): Promise<number> {
-  const end = await lastSeq()
-  return Math.min(end, await disputes.disputeGate.known())
-}

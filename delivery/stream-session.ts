@@ -1,4 +1,4 @@
-import type { LogRecord, LostRange, SignalLog } from '../pipeline/index.js'
+import { placementIn, type LogRecord, type LostRange, type PlacementMark, type SignalLog } from '../pipeline/index.js'
 import { isFinal, type RentalRecord } from '../rentals/index.js'
 import type { DeliveryEvent, StreamGapEvent } from '../schemas/index.js'
 import { signalEventId } from './event-id.js'
@@ -52,14 +52,14 @@ type Pending = { kind: 'records'; records: readonly LogRecord[] } | { kind: 'los
  * position, holding what the tail hands it meanwhile, then goes live. `cursor` is the
  * point in the rental's one order (rental-events.ts) everything up to which has been
  * dealt with, so every event, accepted disputes' included, goes out once and in order.
- * A record past a dispute being accepted waits until it is recorded (the registry's gate).
+ * Records after a dispute placement wait until its dispute is recorded (the registry's gate).
  */
 export class StreamSession {
   readonly rentalId: string
   readonly sourceId: string
   #cursor: RentalCursor
   #live = false
-  /** Live, but records wait for a dispute being accepted: what comes meanwhile is held. */
+  /** Live, but records wait at a dispute placement: what comes meanwhile is held. */
   #blocked = false
   #ending = false
   readonly #pending: Pending[] = []
@@ -89,8 +89,6 @@ export class StreamSession {
       lost: (range) => this.#take({ kind: 'lost', range }),
     })
     const upTo = this.tail.position
-    // The tail may have handed out records past a dispute being accepted: the replay goes that far once it is recorded.
-    await this.disputes.disputeGate.until(upTo)
     let start: RentalCursor | undefined = this.start_
     for (;;) {
       if (this.sink.closed) return this.stop()
@@ -101,6 +99,8 @@ export class StreamSession {
       this.#advance(step.cursor)
       if (step.complete) break
       start = step.cursor
+      // Stopped before a dispute placement whose dispute is not recorded yet: the replay resumes there once it is settled.
+      if (step.waitingFor !== undefined) await this.disputes.disputeGate.until(step.waitingFor)
       await this.sink.writable()
     }
     this.#advance({ seq: upTo })
@@ -136,7 +136,7 @@ export class StreamSession {
     else this.#apply(p)
   }
 
-  /** Applies what was held, until a record must wait for a dispute being accepted; then the disputes due. */
+  /** Applies what was held, until a record must wait at a dispute placement; then the disputes due. */
   #drain(): void {
     while (this.#pending.length > 0 && !this.#blocked) this.#apply(this.#pending.shift() as Pending)
     if (!this.#blocked) this.#flushDisputes()
@@ -150,7 +150,9 @@ export class StreamSession {
       for (let i = 0; i < p.records.length; i++) {
         const r = p.records[i] as LogRecord
         if (r.seq <= this.#cursor.seq) continue
-        if (!this.disputes.disputeGate.allows(r.seq)) return this.#block({ kind: 'records', records: p.records.slice(i) }, r.seq)
+        // A dispute placement: nothing goes past it until its dispute is recorded (its events then go before the next record).
+        const mark = placementIn(r)
+        if (mark !== undefined && !this.disputes.disputeGate.settled(mark)) return this.#block({ kind: 'records', records: p.records.slice(i) }, mark)
         // The disputes placed before this record go first.
         const due = new DisputeQueue(this.disputes, rental, this.#cursor, r.seq - 1)
         for (let d = due.through(r.seq - 1); d !== undefined; d = due.through(r.seq - 1)) if (!this.#sendAt(d.event, d.cursor)) return this.stop()
@@ -182,11 +184,11 @@ export class StreamSession {
     }
   }
 
-  /** Holds `rest` (and what comes after) until the gate lets record `seq` through. */
-  #block(rest: Pending, seq: number): void {
+  /** Holds `rest` (and what comes after) until the placement `mark` at its head is settled. */
+  #block(rest: Pending, mark: PlacementMark): void {
     this.#blocked = true
     this.#pending.unshift(rest)
-    void this.disputes.disputeGate.until(seq).then(() => {
+    void this.disputes.disputeGate.until(mark).then(() => {
       this.#blocked = false
       if (this.#unlisten !== undefined && !this.sink.closed) this.#drain()
     })

@@ -86,6 +86,6 @@ export function registerApiRoutes(parts: JsonRoutesParts, o: ApiOptions, edge: A
   registerDisputeRoutes(parts, {
     hasAccepted: (sourceId, signalId) => o.pipeline.hasAccepted(sourceId, signalId),
     findAccepted: (sourceId, signalId, receivedAtMs, budget) => o.pipeline.findAccepted(sourceId, signalId, receivedAtMs, maxLagMs, budget),
-    logEnd: () => o.pipeline.logEnd(),
+    placeDispute: (sourceId, disputeId, attempt) => o.pipeline.placeDispute(sourceId, disputeId, attempt),
   })
 }

@@ -232,6 +232,7 @@ export class Recorder {
       const m = mapRecord(record, (id) => this.#o.registry.anySource(id)?.agent_id)
       if (m.kind === 'receipt') inputs.push(m.input)
       else if (m.kind === 'undecodable') undecodable.push({ seq: record.seq, why: m.why })
+      else if (m.kind === 'not_a_signal') continue
       else {
         // Sources are never deleted, so in one process this is a journal written under
         // another registry; in a cluster, a source this process's registry has not yet

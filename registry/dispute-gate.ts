@@ -1,77 +1,67 @@
-/** One acceptance under way: `at` once it knows the log position it follows, `release` when recorded (or failed). */
-export interface DisputeHold {
-  at(afterSeq: number): void
-  release(): void
-}
+import type { PlacementMark } from '../pipeline/index.js'
 
 /**
- * Holds delivery back while a dispute is being accepted in this process. An accepted
- * dispute is delivered after the log record `after_seq`, the log's last when it was
- * accepted; between reading that position and the dispute being recorded (and the
- * delivery paths told), a record appended meanwhile must not reach a renter first, or
- * the dispute would land behind it in one channel and before it in a replay. So an
- * acceptance takes a hold before it reads the log's end, and the channels deliver no
- * record past the hold's position until it is released (a few milliseconds: one write
- * of the registry file).
- *
- * The gate is of this process: on the embedded backends one process holds the registry,
- * the log and the delivery (DATA_DIR's lock). Channels check it and act in the same
- * turn, which is what makes it a lock here; with shared backends, the acceptance would
- * publish its position into the log's own stream instead.
+ * How long a delivery channel waits at a dispute placement for the dispute to be
+ * recorded, counted from the time the log stored the placement. Past it the channel
+ * passes over the placement: the accepting process died between its append and its
+ * registry write, or the write failed.
+ */
+export const PLACEMENT_WAIT_MS = 10_000
+/**
+ * How long an acceptance may take from before its append to the start of its registry
+ * write; past it the acceptance is refused (503 not_ready) and never recorded, since
+ * channels may pass over the placement once PLACEMENT_WAIT_MS has gone by. The 7 s
+ * between the two cover the write itself, the registry's propagation to delivery
+ * processes, and the clocks of the processes differing.
+ */
+export const PLACEMENT_WRITE_MS = 3_000
+
+/** A dispute's state as this process's registry holds it, or undefined when it holds none. */
+export type DisputeStateOf = (sourceId: string, disputeId: string) => string | undefined
+
+/**
+ * Tells a delivery channel when it may go past a dispute placement it met in the log
+ * (pipeline/dispute-placement.ts): once the registry holds the dispute decided (accepted,
+ * with its `after_seq` naming the placement where it was placed there, or rejected, or
+ * accepted at another placement), or once PLACEMENT_WAIT_MS after the placement was
+ * stored says the dispute will not be recorded there. A channel meets the placement in
+ * its own reading of the log, in every process, so the order comes from the log alone:
+ * the dispute's events, placed after the placement, go before any later record.
  */
 export class DisputeGate {
-  readonly #holds = new Set<{ floor: number | undefined }>()
+  readonly #stateOf: DisputeStateOf
+  readonly #now: () => number
+  readonly #waitMs: number
   #waiters: (() => void)[] = []
 
-  /** Takes a hold before the log's end is read: until `at`, no record beyond those already delivered may be. */
-  hold(): DisputeHold {
-    const entry: { floor: number | undefined } = { floor: undefined }
-    this.#holds.add(entry)
-    return {
-      at: (afterSeq) => {
-        entry.floor = afterSeq
-        this.#wake()
-      },
-      release: () => {
-        if (this.#holds.delete(entry)) this.#wake()
-      },
+  constructor(stateOf: DisputeStateOf, now: () => number = Date.now, waitMs = PLACEMENT_WAIT_MS) {
+    this.#stateOf = stateOf
+    this.#now = now
+    this.#waitMs = waitMs
+  }
+
+  /** Whether a channel may go past the placement now. */
+  settled(mark: PlacementMark): boolean {
+    const state = this.#stateOf(mark.sourceId, mark.disputeId)
+    return (state !== undefined && state !== 'open') || this.#now() >= mark.time + this.#waitMs
+  }
+
+  /** Resolves once the placement is settled. */
+  async until(mark: PlacementMark): Promise<void> {
+    while (!this.settled(mark)) {
+      const left = Math.max(1, mark.time + this.#waitMs - this.#now())
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, left)
+        this.#waiters.push(() => {
+          clearTimeout(timer)
+          resolve()
+        })
+      })
     }
   }
 
-  /**
-   * The greatest log seq whose records may be delivered now: Infinity when no acceptance
-   * is under way, undefined while one has not yet read the log's end.
-   */
-  ceiling(): number | undefined {
-    let ceiling = Infinity
-    for (const h of this.#holds) {
-      if (h.floor === undefined) return undefined
-      ceiling = Math.min(ceiling, h.floor)
-    }
-    return ceiling
-  }
-
-  /** Whether the record `seq` may be delivered now. */
-  allows(seq: number): boolean {
-    const c = this.ceiling()
-    return c !== undefined && seq <= c
-  }
-
-  /** Resolves once the record `seq` may be delivered. */
-  async until(seq: number): Promise<void> {
-    while (!this.allows(seq)) await new Promise<void>((resolve) => this.#waiters.push(resolve))
-  }
-
-  /** Resolves once no ceiling is unknown: the greatest seq deliverable now, to bound a read of the log. */
-  async known(): Promise<number> {
-    for (;;) {
-      const c = this.ceiling()
-      if (c !== undefined) return c
-      await new Promise<void>((resolve) => this.#waiters.push(resolve))
-    }
-  }
-
-  #wake(): void {
+  /** The registry's disputes changed: waiting channels look again. */
+  changed(): void {
     const waiters = this.#waiters
     this.#waiters = []
     for (const w of waiters) w()

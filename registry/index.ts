@@ -1,7 +1,7 @@
 export { Registry, type RegistryOptions } from './registry.js'
 export { REGISTRY_LIMITS } from './limits.js'
 export { DISPUTE_LIMITS } from './disputes.js'
-export { DisputeGate, type DisputeHold } from './dispute-gate.js'
+export { DisputeGate, PLACEMENT_WAIT_MS, PLACEMENT_WRITE_MS, type DisputeStateOf } from './dispute-gate.js'
 export type { LiveKey } from './source-index.js'
 export { migrateLegacyRegistry } from './legacy-registry-files.js'
 export type { AgentRecord, DisputedSignal, DisputeRecord, DisputeState, KeyRecord, KeyState, Principal, Role, SourceRecord, TokenRecord } from './records.js'

@@ -124,7 +124,8 @@ export interface DisputeRecord {
   resolution: string | null
   /**
    * Where renters receive the dispute's `byo.signal.disputed` events: after the signal
-   * log's record `after_seq` (its last record when the dispute was accepted) and before
+   * log's record `after_seq` (the dispute's placement record, appended as it was accepted;
+   * for a dispute accepted by an earlier release, the log's last record then) and before
    * the next. Null until accepted. Absent in disputes accepted before it was kept: derived
    * on load as the greatest seq among its signals, so every process derives the same.
    */

@@ -80,8 +80,8 @@ export class Registry {
   readonly #revocationWatchers = new Set<(tokenIds: readonly string[]) => void>()
   readonly #inFlight = new Map<string, Promise<void>>()
   readonly #writes = new Set<Promise<unknown>>()
-  /** Acceptances under way in this process, which hold the delivery channels back (dispute-gate.ts). */
-  readonly disputeGate = new DisputeGate()
+  /** When delivery may go past a dispute placement met in the log (dispute-gate.ts). */
+  readonly disputeGate = new DisputeGate((sourceId, disputeId) => this.#disputes.get(sourceId, disputeId)?.state)
   #watcher: KvWatcher | undefined
   /** Every change up to this revision of the bucket is in the index (see caughtUp). */
   #seenRevision = 0
@@ -466,7 +466,13 @@ export class Registry {
    * after the greatest of them). accept_order numbers the source's acceptances, which
    * orders those at the same after_seq.
    */
-  resolveDispute(sourceId: string, disputeId: string, outcome: 'accepted' | 'rejected', resolution: string | null, afterSeq?: number): Promise<DisputeRecord> {
+  /**
+   * `afterSeq`: the seq of the dispute's placement in the log. `writeBy`: the time (ms)
+   * after which the decision is no longer written but refused with not_ready, checked
+   * before each write attempt: delivery passes over a placement whose dispute is not
+   * recorded in time (dispute-gate.ts), so it must never be recorded late.
+   */
+  resolveDispute(sourceId: string, disputeId: string, outcome: 'accepted' | 'rejected', resolution: string | null, afterSeq?: number, writeBy?: number): Promise<DisputeRecord> {
     return this.#change<DisputesEntry, DisputeRecord>(disputesKey(sourceId), (entry) => {
       const disputes = entry?.disputes ?? []
       const record = disputes.find((d) => d.dispute_id === disputeId)
@@ -474,6 +480,7 @@ export class Registry {
       const current = () => this.#disputes.get(sourceId, disputeId) as DisputeRecord
       if (record.state === outcome && (resolution === null || resolution === record.resolution)) return { next: undefined, result: current }
       if (record.state !== 'open') throw new ApiError('invalid_dispute_state', `this dispute was already ${record.state}, and a decision is final`)
+      if (writeBy !== undefined && this.#now() > writeBy) throw new ApiError('not_ready', 'the dispute could not be recorded in time; retry', { retryAfter: 1 })
       const decided: DisputeRecord = { ...record, state: outcome, resolved_at: this.#iso(), resolution }
       if (outcome === 'accepted') {
         decided.after_seq = Math.max(afterSeq ?? 0, greatestSignalSeq(record))
@@ -679,6 +686,9 @@ export class Registry {
         }
       }
     }
-    if (told.disputes.length > 0) for (const watcher of this.#disputeWatchers) watcher(told.disputes)
+    if (told.disputes.length > 0) {
+      this.disputeGate.changed()
+      for (const watcher of this.#disputeWatchers) watcher(told.disputes)
+    }
   }
 }

@@ -1,4 +1,4 @@
-import type { LogRecord, LostRange } from '../../pipeline/index.js'
+import { placementIn, type LogRecord, type LostRange } from '../../pipeline/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
 import type { TailListener } from '../live-tail.js'
 import { DisputeQueue, type RentalCursor } from '../rental-events.js'
@@ -31,7 +31,7 @@ const IDLE_FLUSH_MS = 100
  * State is written per run of events (loop-writes.ts), so a crash re-sends at most the
  * last run (RUN_MAX_EVENTS, RUN_MAX_MS), with the same webhook-ids. The position never
  * passes an event before its delivery or dead letter is written, a dispute event not yet
- * delivered, or a record a dispute being accepted may be placed after.
+ * delivered, or a dispute placement whose dispute is not settled (registry's gate).
  */
 export class RentalLoop implements TailListener {
   readonly rentalId: string
@@ -159,8 +159,8 @@ export class RentalLoop implements TailListener {
 
   /**
    * Moves the cursor to after record `seq` without waiting, when that passes no dispute
-   * event due and no record a dispute being accepted is placed after (the caller is done
-   * with the rental's records up to `seq`).
+   * event due (the caller is done with the rental's records up to `seq`, the placements
+   * among them included).
    */
   #passNow(seq: number): void {
     const rental = this.#c.rental(this.rentalId)
@@ -169,13 +169,12 @@ export class RentalLoop implements TailListener {
 
   /**
    * Moves the cursor to after record `seq` (the caller is done with the rental's records
-   * up to it), delivering first the dispute events placed up to there; no further than a
-   * dispute being accepted is placed after.
+   * up to it, the dispute placements among them waited at), delivering first the dispute
+   * events placed up to there.
    */
   async #passTo(seq: number, rental: RentalRecord): Promise<'stopped' | undefined> {
-    const target = Math.min(seq, await this.#c.disputes.disputeGate.known())
-    if ((await this.#disputesThrough(target, rental)) === 'stopped') return 'stopped'
-    if (target > this.#cursor.seq) this.#cursor = { seq: target }
+    if ((await this.#disputesThrough(seq, rental)) === 'stopped') return 'stopped'
+    if (seq > this.#cursor.seq) this.#cursor = { seq }
     return undefined
   }
 
@@ -237,9 +236,11 @@ export class RentalLoop implements TailListener {
       }
       for (const record of batch) {
         if (record.seq <= this.#cursor.seq) continue
-        // Past a dispute being accepted, a record waits until it is recorded, and its events go first.
-        if (!this.#c.disputes.disputeGate.allows(record.seq)) await this.#c.disputes.disputeGate.until(record.seq)
+        // The dispute events placed before this record go first.
         if ((await this.#disputesThrough(record.seq - 1, rental)) === 'stopped') return
+        // A dispute placement: nothing goes past it until its dispute is recorded (its events then go before the next record).
+        const mark = record.sourceId === rental.source_id ? placementIn(record) : undefined
+        if (mark !== undefined) await this.#c.disputes.disputeGate.until(mark)
         // Records of journals written before sources were tagged ('') are decoded to tell. The
         // rental as it is now: a batch can outlast its end (attempts and their retries take time).
         const current = this.#c.rental(this.rentalId) ?? rental

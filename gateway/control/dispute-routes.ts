@@ -1,6 +1,7 @@
+import { randomBytes } from 'node:crypto'
 import type { SignalLookup } from '../../pipeline/index.js'
 import { LOOKUP_MAX_RECORDS, parseIsoUtc } from '../../pipeline/index.js'
-import type { DisputedSignal, SourceRecord } from '../../registry/index.js'
+import { PLACEMENT_WRITE_MS, type DisputedSignal, type SourceRecord } from '../../registry/index.js'
 import { ApiError, checkOpenDispute, checkResolveDispute, type OpenDisputeRequest } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { parseQuery } from '../http/query.js'
@@ -12,8 +13,8 @@ export interface SignalFinder {
   hasAccepted(sourceId: string, signalId: string): Promise<boolean>
   /** The signal's log record, found by the `received_at` of its 202, reading at most `budget.records` records. */
   findAccepted(sourceId: string, signalId: string, receivedAtMs: number, budget: { records: number }): Promise<SignalLookup>
-  /** The seq of the signal log's last record. */
-  logEnd(): Promise<number>
+  /** Appends an accepted dispute's placement to the signal log (pipeline/dispute-placement.ts); resolves with its seq. */
+  placeDispute(sourceId: string, disputeId: string, attempt: string): Promise<number>
 }
 
 /** Requests reading the log or waiting for their turn, past which a new one gets 503. */
@@ -79,16 +80,18 @@ export function registerDisputeRoutes(parts: JsonRoutesParts, signals: SignalFin
       const source = ownedSource(registry, principal, params[0] as string)
       const input = parseBody(checkResolveDispute, body)
       if (outcome === 'rejected') return { status: 200, data: await registry.resolveDispute(source.source_id, params[1] as string, outcome, input.resolution ?? null) }
-      // Renters receive the dispute after the log's last record of this moment: delivery
-      // holds back what is appended from now until the dispute is recorded (dispute-gate.ts).
-      const hold = registry.disputeGate.hold()
-      try {
-        const afterSeq = await signals.logEnd()
-        hold.at(afterSeq)
-        return { status: 200, data: await registry.resolveDispute(source.source_id, params[1] as string, outcome, input.resolution ?? null, afterSeq) }
-      } finally {
-        hold.release()
+      const disputeId = params[1] as string
+      // Decided already (a retry, or refused): answered without placing anything.
+      if (registry.dispute(source.source_id, disputeId)?.state !== 'open') {
+        return { status: 200, data: await registry.resolveDispute(source.source_id, disputeId, outcome, input.resolution ?? null) }
       }
+      // Renters receive the dispute right after its placement record in the log, which
+      // every channel of every process meets in its own reading and waits at until the
+      // dispute is recorded, for at most PLACEMENT_WAIT_MS: so the write is refused once
+      // PLACEMENT_WRITE_MS has passed, and a retry places the dispute anew.
+      const writeBy = Date.now() + PLACEMENT_WRITE_MS
+      const afterSeq = await signals.placeDispute(source.source_id, disputeId, randomBytes(8).toString('hex'))
+      return { status: 200, data: await registry.resolveDispute(source.source_id, disputeId, outcome, input.resolution ?? null, afterSeq, writeBy) }
     })
   }
 

@@ -1,4 +1,4 @@
-import { compareCursors, cursorEventId, cursorOf, deliverableEnd, lastEventSeq, parseEventId, rentalEndedEvent, scanRentalEvents, signalEventId } from '../../delivery/index.js'
+import { compareCursors, cursorEventId, cursorOf, lastEventSeq, parseEventId, rentalEndedEvent, scanRentalEvents, signalEventId } from '../../delivery/index.js'
 import type { SignalLog } from '../../pipeline/index.js'
 import { isFinal, type Rentals } from '../../rentals/index.js'
 import { ApiError, type DeliveryEvent } from '../../schemas/index.js'
@@ -36,9 +36,14 @@ export function registerPollRoute(parts: JsonRoutesParts, o: PollRouteOptions): 
     // After the rental's last event nothing follows.
     if (after?.end === true) return { status: 200, data: [], nextCursor: null }
     const start = after === undefined ? undefined : cursorOf(after, parts.registry, rental.source_id)
-    const toSeq = await deliverableEnd(parts.registry, async () => (await o.log.info()).lastSeq)
+    const toSeq = (await o.log.info()).lastSeq
     const scanStart = start === undefined ? {} : { afterSeq: start.seq, ...(start.dispute && { dispute: start.dispute }) }
-    const scan = await scanRentalEvents(o.log, () => o.rentals.get(rentalId), scanStart, toSeq, limit, POLL_SCAN_MAX, parts.registry)
+    let scan = await scanRentalEvents(o.log, () => o.rentals.get(rentalId), scanStart, toSeq, limit, POLL_SCAN_MAX, parts.registry)
+    // Stopped at a dispute placement before any event: wait for it to settle (milliseconds, unless its acceptance failed) and scan once more.
+    if (scan.waitingFor !== undefined && scan.events.length === 0 && scan.lost === null) {
+      await parts.registry.disputeGate.until(scan.waitingFor)
+      scan = await scanRentalEvents(o.log, () => o.rentals.get(rentalId), scanStart, toSeq, limit, POLL_SCAN_MAX, parts.registry)
+    }
     const data: DeliveryEvent[] = []
     if (scan.lost !== null) {
       data.push({ event: 'byo.stream.gap', event_id: signalEventId(scan.lost.toSeq), rental_id: rentalId, from_event_id: signalEventId(scan.lost.fromSeq - 1), to_event_id: signalEventId(scan.lost.toSeq), count: scan.lost.count })

@@ -1,5 +1,6 @@
 import { ApiError, enforcedMaxRate, ratePerMs, type Manifest, type RateCeiling, signingString, type AcceptedBody } from '../../schemas/index.js'
 import type { LiveKey, Registry, SourceRecord } from '../../registry/index.js'
+import { encodePlacement, placementDedupId } from '../dispute-placement.js'
 import { isLogError, isTransientLogError } from '../log-error.js'
 import type { SignalLog } from '../log.js'
 import { readRecord } from '../log-reads.js'
@@ -280,9 +281,16 @@ export class IngestPipeline {
     return this.#ports.signals.hasAccepted(sourceId, signalId)
   }
 
-  /** The seq of the log's last record, asked of the log itself (what its consumers may have been handed). */
-  async logEnd(): Promise<number> {
-    return (await this.#o.log.info()).lastSeq
+  /**
+   * Appends the placement of an accepted dispute (../dispute-placement.ts) under its
+   * source; `attempt` tells this acceptance's record from an earlier attempt's. Resolves
+   * with its seq, once durable like a signal's.
+   */
+  async placeDispute(sourceId: string, disputeId: string, attempt: string): Promise<number> {
+    const dedupId = placementDedupId(sourceId, disputeId, attempt)
+    const appended = await this.#o.log.append(dedupId, encodePlacement(sourceId, disputeId), { sourceId })
+    if (!appended.duplicate) this.#ports.signals.logged(dedupId, appended.seq)
+    return appended.seq
   }
 
   /** An accepted signal's log record, found by the `received_at` of its 202 (./signal-lookup.ts). */

@@ -137,6 +137,12 @@ export interface SignalIndex {
   hasAccepted(sourceId: string, signalId: string): Promise<boolean>
   /** Entries this process holds or caches, for its metrics. */
   readonly size: number
+  /**
+   * The log took a record that is not a signal (a dispute placement) at `seq`: the
+   * embedded history keeps one fingerprint per log seq, so that its saved frames stay
+   * contiguous; the dedup id is one no signal can have.
+   */
+  logged(dedupId: string, seq: number): void
 }
 
 // ---------------------------------------------------------------------------------------

@@ -39,6 +39,7 @@ export async function findSignal(
     budget.records -= batch.length
     for (const r of batch) {
       if (r.time > receivedAtMs + maxLagMs) return { found: false, reason: 'absent' }
+      // A dispute placement's dedup id never equals a signal's (dispute-placement.ts).
       if (r.dedupId === dedupId) return { found: true, seq: r.seq, record: decodeSignalRecord(r.data) }
     }
     const last = batch[batch.length - 1]

@@ -1,4 +1,5 @@
 import type { AcceptedBody } from '../../schemas/index.js'
+import { isPlacementData } from '../dispute-placement.js'
 import type { AcceptedSignal } from './ports.js'
 import type { SignedRequest } from './signed-request.js'
 
@@ -35,8 +36,11 @@ export const signalDedupId = (sourceId: string, signalId: string) => `${sourceId
 
 export const encodeSignalRecord = (record: SignalRecord): Uint8Array => Buffer.from(JSON.stringify(record))
 
-export const decodeSignalRecord = (data: Uint8Array): SignalRecord =>
-  JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as SignalRecord
+/** Throws for a record that is not a signal's: a dispute placement (../dispute-placement.ts) or bytes that are not JSON. */
+export function decodeSignalRecord(data: Uint8Array): SignalRecord {
+  if (isPlacementData(data)) throw new TypeError('a dispute placement, not a signal record')
+  return JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as SignalRecord
+}
 
 /** What the signal index keeps of a logged signal. */
 export const dedupRecordOf = (r: SignalRecord): AcceptedSignal => ({

@@ -3,10 +3,11 @@ import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t, { type Test } from 'tap'
-import { cursorOf, deliverableEnd, parseEventId, scanRentalEvents, type ScanStart } from '../../delivery/index.js'
+import { cursorOf, LiveTail, parseEventId, scanRentalEvents, StreamSession, type RentalDisputes, type ScanStart } from '../../delivery/index.js'
 import { openJournal, type Journal } from '../../pipeline/index.js'
-import type { DisputedSignal } from '../../registry/index.js'
+import { DisputeGate, type DisputedSignal } from '../../registry/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
+import { acceptDispute } from '../helpers/accept-dispute.js'
 import { MANIFEST } from '../helpers/api.js'
 import { openRegistry, registryBucket, storedEntries } from '../helpers/registry-bucket.js'
 
@@ -43,19 +44,9 @@ async function setup(t: Test) {
     }
   }
   const open = (named: DisputedSignal[]) => registry.openDispute({ source, keyId: key.key_id, signals: named, evidence: 'leaked', openedBy: 'c' })
-  /** As the accept route does: hold, read the log's end, record. */
-  const accept = async (disputeId: string) => {
-    const hold = registry.disputeGate.hold()
-    try {
-      const afterSeq = (await log.info()).lastSeq
-      hold.at(afterSeq)
-      return await registry.resolveDispute(source.source_id, disputeId, 'accepted', null, afterSeq)
-    } finally {
-      hold.release()
-    }
-  }
-  /** Every event from `after`, a page of `limit` at a time, as polling reads them. */
-  const scanAll = async (after: string | undefined, limit = 100) => {
+  const accept = (disputeId: string) => acceptDispute(log, registry, source.source_id, disputeId)
+  /** Every event from `after`, a page of `limit` at a time, as polling reads them (stopping where a page waits at a placement). */
+  const scanAll = async (after: string | undefined, limit = 100, disputes: RentalDisputes = registry) => {
     const out: string[] = []
     let start: ScanStart = {}
     if (after !== undefined) {
@@ -63,10 +54,10 @@ async function setup(t: Test) {
       start = { afterSeq: c.seq, ...(c.dispute && { dispute: c.dispute }) }
     }
     for (let i = 0; i < 100; i++) {
-      const toSeq = await deliverableEnd(registry, async () => (await log.info()).lastSeq)
-      const page = await scanRentalEvents(log, () => rental, start, toSeq, limit, 50_000, registry)
+      const toSeq = (await log.info()).lastSeq
+      const page = await scanRentalEvents(log, () => rental, start, toSeq, limit, 50_000, disputes)
       out.push(...page.events.map((e) => e.event_id))
-      if (page.complete && page.events.length < limit) return { ids: out, cursor: page.cursor }
+      if ((page.complete && page.events.length < limit) || page.waitingFor !== undefined) return { ids: out, cursor: page.cursor, waitingFor: page.waitingFor }
       start = { afterSeq: page.cursor.seq, ...(page.cursor.dispute && { dispute: page.cursor.dispute }) }
     }
     throw new Error('the scan did not end')
@@ -85,12 +76,43 @@ t.test('a record appended while a dispute is being recorded is not delivered bef
   await new Promise((r) => setTimeout(r, 20))
   await s.append(2)
   const during = await s.scanAll(undefined)
-  t.same(during.ids, ['1', '2', '3'], 'the poll stops at the record the dispute follows')
+  t.same(during.ids, ['1', '2', '3'], 'the poll stops at the dispute\'s placement')
+  t.equal(during.waitingFor?.seq, 4, 'and waits there')
   write()
   const accepted = await accepting
-  t.equal(accepted.after_seq, 3)
-  t.same((await s.scanAll('3')).ids, ['3.d1', '3.d2', '4', '5'], 'the next poll gets the dispute first, then the later records')
-  t.same((await s.scanAll(undefined, 1)).ids, ['1', '2', '3', '3.d1', '3.d2', '4', '5'], 'one event a page: the same order')
+  t.equal(accepted.after_seq, 4, 'the dispute is placed after its placement record')
+  t.same((await s.scanAll('3')).ids, ['4.d1', '4.d2', '5', '6'], 'the next poll gets the dispute first, then the later records')
+  t.same((await s.scanAll(undefined, 1)).ids, ['1', '2', '3', '4.d1', '4.d2', '5', '6'], 'one event a page: the same order')
+})
+
+t.test('a live stream waits at the placement of a dispute being recorded, then sends its events before the records after it', async (t) => {
+  const s = await setup(t)
+  const tail = await LiveTail.start(s.log, (err) => t.error(err))
+  t.teardown(() => tail.close())
+  const sent: string[] = []
+  const sink = { send: (e: { event_id: string }) => sent.push(e.event_id) > 0, writable: () => Promise.resolve(), end: () => undefined, closed: false }
+  const session = new StreamSession(s.rental, s.log, tail, () => s.rental, sink, undefined, s.registry)
+  t.teardown(() => session.stop())
+  const unwatch = s.registry.watchDisputes((changed) => {
+    for (const d of changed) if (typeof d.after_seq === 'number') session.disputesChanged(d.after_seq)
+  })
+  t.teardown(unwatch)
+  await session.start()
+  await s.append(3)
+  await tail.reached(3)
+  const dispute = await s.open([s.signals[1]!, s.signals[0]!])
+  let write!: () => void
+  s.store.hold = new Promise<void>((resolve) => (write = resolve))
+  const accepting = s.accept(dispute.dispute_id)
+  await s.append(2)
+  await tail.reached(6)
+  await new Promise((r) => setTimeout(r, 50))
+  t.same(sent, ['1', '2', '3'], 'nothing after the placement while the dispute is not recorded')
+  write()
+  t.equal((await accepting).after_seq, 4)
+  await new Promise((r) => setTimeout(r, 50))
+  t.same(sent, ['1', '2', '3', '4.d1', '4.d2', '5', '6'], 'then the dispute, then the later records: the replay order')
+  t.same((await s.scanAll(undefined)).ids, sent)
 })
 
 t.test('disputes placed after the same record come in the order accepted, and a resume from one gives the rest', async (t) => {
@@ -98,8 +120,9 @@ t.test('disputes placed after the same record come in the order accepted, and a 
   await s.append(4)
   const first = await s.open([s.signals[2]!])
   const second = await s.open([s.signals[0]!, s.signals[1]!])
-  await s.accept(first.dispute_id)
-  await s.accept(second.dispute_id)
+  // As an earlier release recorded them, after the log's last record: both after record 4.
+  await s.registry.resolveDispute(s.source.source_id, first.dispute_id, 'accepted', null, 4)
+  await s.registry.resolveDispute(s.source.source_id, second.dispute_id, 'accepted', null, 4)
   t.same((await s.scanAll(undefined)).ids, ['1', '2', '3', '4', '4.d3', '4.d1', '4.d2'], 'the later acceptance after the earlier, whatever its signals')
   t.same((await s.scanAll('4.d3')).ids, ['4.d1', '4.d2'], 'resuming from the first dispute event still gives the second dispute')
   t.same((await s.scanAll('4.d1')).ids, ['4.d2'])
@@ -112,8 +135,25 @@ t.test('an acceptance that cannot be recorded is never delivered', async (t) => 
   const dispute = await s.open([s.signals[0]!])
   s.store.hold = Promise.reject(Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' }))
   await t.rejects(s.accept(dispute.dispute_id), { code: 'ENOSPC' })
-  t.same((await s.scanAll(undefined)).ids, ['1', '2'])
-  t.ok(s.registry.disputeGate.allows(1e9), 'the hold is released')
+  await s.append(1)
+  const held = await s.scanAll(undefined)
+  t.same(held.ids, ['1', '2'], 'delivery waits at the placement of a dispute not recorded')
+  t.equal(held.waitingFor?.seq, 3)
+  // A gate whose wait (PLACEMENT_WAIT_MS in service) is short: once it has passed, the placement is passed over.
+  const short: RentalDisputes = { acceptedDisputesOf: (id) => s.registry.acceptedDisputesOf(id), watchDisputes: (l) => s.registry.watchDisputes(l), disputeGate: new DisputeGate((src, d) => s.registry.dispute(src, d)?.state, Date.now, 50) }
+  await new Promise((r) => setTimeout(r, 60))
+  t.same((await s.scanAll(undefined, 100, short)).ids, ['1', '2', '4'], 'past the wait, the records after it go and the dispute never does')
+  t.equal(s.registry.dispute(s.source.source_id, dispute.dispute_id)?.state, 'open')
+})
+
+t.test('an acceptance whose registry write would start past its bound is refused with not_ready and not recorded', async (t) => {
+  const s = await setup(t)
+  await s.append(2)
+  const dispute = await s.open([s.signals[0]!])
+  // The bound (the route's: PLACEMENT_WRITE_MS from before its append) has passed when the write would start.
+  await t.rejects(s.registry.resolveDispute(s.source.source_id, dispute.dispute_id, 'accepted', null, 3, Date.now() - 1), { code: 'not_ready' })
+  t.equal(s.registry.dispute(s.source.source_id, dispute.dispute_id)?.state, 'open', 'still open: a retry places it anew')
+  t.equal((await s.accept(dispute.dispute_id)).state, 'accepted')
 })
 
 t.test('disputes accepted before their place was recorded get one derived alike in every process', async (t) => {

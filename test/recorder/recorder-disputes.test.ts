@@ -1,7 +1,10 @@
+import { rm } from 'node:fs/promises'
 import { join } from 'node:path'
 import t from 'tap'
 import { generateCreatorKey } from '../../harness/signed-push.js'
+import { decodeSignalRecord, openJournal, placementIn } from '../../pipeline/index.js'
 import { ClickHouseReceiptStore } from '../../receipts/index.js'
+import { mapRecord } from '../../recorder/receipt-input.js'
 import { call, payload, provision, push } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 import { namingBreaches, parsePrometheusText, sampleValue } from '../helpers/prometheus-text.js'
@@ -32,13 +35,16 @@ t.test('disputes opened, accepted and rejected through the API show on the recei
     t.equal(res.status, 201)
     return res.body.data.dispute_id as string
   }
-  const decide = async (disputeId: string, action: 'accept' | 'reject') =>
-    t.equal((await call(gw.url, 'POST', `/v1/byo/sources/${src.sourceId}/disputes/${disputeId}/${action}`, { token: gw.adminToken, body: {} })).status, 200)
+  const decide = async (disputeId: string, action: 'accept' | 'reject') => {
+    const res = await call(gw.url, 'POST', `/v1/byo/sources/${src.sourceId}/disputes/${disputeId}/${action}`, { token: gw.adminToken, body: {} })
+    t.equal(res.status, 200)
+    return res.body.data as { after_seq?: number }
+  }
 
   const accepted = await open(answers.slice(0, 2))
   const rejected = await open(answers.slice(2, 3))
   await open(answers.slice(3, 4))
-  await decide(accepted, 'accept')
+  const afterSeq = (await decide(accepted, 'accept')).after_seq as number
   await decide(rejected, 'reject')
   const recorder = async () => ((await (await fetch(`${gw.url}/readyz`)).json()) as any).data.recorder
   await until('every signal and dispute state recorded', async () => {
@@ -57,13 +63,13 @@ t.test('disputes opened, accepted and rejected through the API show on the recei
   t.ok((sampleValue(page, 'sgw_recorder_batches_total', { result: 'ok' }) ?? 0) >= 1)
   t.equal(sampleValue(page, 'sgw_recorder_batches_total', { result: 'retry' }), 0)
   t.equal(sampleValue(page, 'sgw_recorder_lost_records_total'), 0)
+  t.equal(sampleValue(page, 'sgw_recorder_undecodable_records_total'), 0, 'the dispute\'s placement record is passed over, not counted as a bad signal record')
   t.equal(sampleValue(page, 'sgw_recorder_disputes_pending'), 0)
   t.match(await gw.stop(), /code 0/)
 
   // The gateway is gone: its chDB folder is this process's now.
   const store = new ClickHouseReceiptStore({ target: { kind: 'chdb', path: join(gw.dataDir, 'clickhouse'), maxServerMemoryBytes: 1_000_000_000 } })
   await store.open()
-  t.teardown(() => store.close())
   const { receipts } = await store.list({ source_id: src.sourceId, limit: 100 })
   const status = new Map(receipts.map((r) => [r.signal_id, r.dispute_status]))
   t.same(
@@ -75,4 +81,22 @@ t.test('disputes opened, accepted and rejected through the API show on the recei
   const all = (await store.list({ source_id: src.sourceId, limit: 100, includeTest: true })).receipts
   t.equal(all.filter((r) => r.test).length, 2, 'and the two keys\' test signals are test receipts')
   t.equal((await store.list({ source_id: src.sourceId, status: 'disputed' })).receipts.length, 2)
+  await store.close()
+
+  // The accepted dispute's after_seq is its placement record in the log, and it is no signal.
+  const log = await openJournal({ dir: join(gw.dataDir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
+  const [record] = await log.read({ fromSeq: afterSeq }, 1)
+  await log.close()
+  t.equal(record?.seq, afterSeq)
+  t.equal(record?.sourceId, src.sourceId, 'under the dispute\'s source')
+  t.match(placementIn(record!), { seq: afterSeq, sourceId: src.sourceId, disputeId: accepted }, 'a placement of the accepted dispute')
+  t.throws(() => decodeSignalRecord(record!.data), 'no reader takes it for a signal record')
+  t.same(mapRecord(record!, () => 'agent'), { kind: 'not_a_signal' }, 'the recorder makes no receipt of it')
+
+  // Without its saved state, a restart rebuilds the ingest state from the log, placement included, and still answers for the signals.
+  await rm(join(gw.dataDir, 'ingest-state.bin'), { force: true })
+  const again = await startTestGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken })
+  const retry = await push(again, src.sign(payload(src.sourceId), { key: next, keyId }))
+  t.equal(retry.status, 202, 'the restarted gateway takes signals')
+  t.equal((await call(again.url, 'GET', `/v1/byo/sources/${src.sourceId}/signals/${answers[0]!.signal_id}`, { token: src.creatorToken })).body.data.state, 'disputed')
 })

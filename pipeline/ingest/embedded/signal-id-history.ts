@@ -230,6 +230,7 @@ export class SignalIdHistory {
   /** Feeds the fingerprints of the log's records from `from` to `to` (both included). */
   async #readLog(from: number, to: number, add: (fingerprint: Fingerprint, seq: number) => void): Promise<void> {
     for await (const batch of readBatches(this.#o.log, { fromSeq: from }, to)) {
+      // Every seq, dispute placements included (their dedup ids are no signal's): frames claim every seq of their range.
       for (const r of batch) add(this.fingerprint(r.dedupId), r.seq)
     }
   }

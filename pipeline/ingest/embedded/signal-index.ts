@@ -36,6 +36,10 @@ export class EmbeddedSignalIndex implements SignalIndex {
     return Promise.resolve(this.#check(request))
   }
 
+  logged(dedupId: string, seq: number): void {
+    this.#o.history.add(this.#o.history.fingerprint(dedupId), seq)
+  }
+
   hasAccepted(sourceId: string, signalId: string): Promise<boolean> {
     const history = this.#o.history
     return Promise.resolve(history.has(history.fingerprint(signalDedupId(sourceId, signalId))))

@@ -230,6 +230,9 @@ export class NatsSignalIndex implements SignalIndex {
     }
   }
 
+  /** The index here is its own streams, one subject per signal: a record that is no signal adds nothing. */
+  logged(): void {}
+
   async hasAccepted(sourceId: string, signalId: string): Promise<boolean> {
     const { entry } = await this.#get(sourceId, signalId)
     return entry?.s === 'accepted' && entry.signal.signalId === signalId
