@@ -1,4 +1,4 @@
-import { isKvError, KvError, type KvBucket } from '../storage/index.js'
+import { isKvError, isRevisionRace, KvError, writeOverRead, type KvBucket } from '../storage/index.js'
 import { scanExpiredKeys } from './kv-expired-scan.js'
 import { encodeEntries, entriesOf, HOLDER_MAX_CHARS, liveEntries, placesKey, RECORD_PREFIX, recordExpiry, type HolderEntry } from './stream-places-record.js'
 import { STREAM_CAP_RETRY_MS, StreamLimitError, StreamPlacesUnavailableError, type StreamPlace, type StreamPlaces } from './stream-places.js'
@@ -213,12 +213,9 @@ export class KvStreamPlaces implements StreamPlaces {
       const expiresAt = now + this.#expireMs
       const next: HolderEntry[] = count > 0 ? [...others, [this.#holder, count, expiresAt]] : others
       try {
-        if (entry === null) {
-          if (next.length > 0) await this.#bucket.create(hold.key, encodeEntries(next))
-        } else if (next.length === 0) await this.#bucket.delete(hold.key, { revision: entry.revision })
-        else await this.#bucket.update(hold.key, encodeEntries(next), entry.revision)
+        await writeOverRead(this.#bucket, hold.key, entry, next.length > 0 ? encodeEntries(next) : null)
       } catch (err) {
-        if (isKvError(err, 'exists') || isKvError(err, 'wrong_revision')) continue
+        if (isRevisionRace(err)) continue
         if (isKvError(err, 'bucket_full') && !swept) {
           // Full, perhaps of records left by processes that died: clear those and try again.
           swept = true

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { isKvError, type KvBucket, type KvBucketLimits, type KvEntry } from '../storage/index.js'
+import { isRevisionRace, writeOverRead, type KvBucket, type KvBucketLimits, type KvEntry } from '../storage/index.js'
 import { withoutTicket, withTicket, type Holding } from './ticket-holdings.js'
 import { TicketLimitError, type TicketBounds, type TicketLimitScope } from './ticket-store.js'
 
@@ -64,10 +64,10 @@ export class KvTicketHoldings {
       const entry = await this.bucket.get(key)
       const value = encode(withTicket(holdingsOf(entry), hash, expiresAt, now, max, scope))
       try {
-        await (entry === null ? this.bucket.create(key, value) : this.bucket.update(key, value, entry.revision))
+        await writeOverRead(this.bucket, key, entry, value)
         return
       } catch (err) {
-        if (!isKvError(err, 'exists') && !isKvError(err, 'wrong_revision')) throw err
+        if (!isRevisionRace(err)) throw err
       }
     }
     throw new TicketLimitError(scope, CONTENDED_RETRY_MS)
@@ -83,11 +83,10 @@ export class KvTicketHoldings {
       if (!before.some((h) => h[0] === hash)) return
       const after = withoutTicket(before, hash, now)
       try {
-        if (after.length === 0) await this.bucket.delete(key, { revision: entry.revision })
-        else await this.bucket.update(key, encode(after), entry.revision)
+        await writeOverRead(this.bucket, key, entry, after.length === 0 ? null : encode(after))
         return
       } catch (err) {
-        if (!isKvError(err, 'wrong_revision')) throw err
+        if (!isRevisionRace(err)) throw err
       }
     }
     // Lost every race: the place comes back when the ticket expires.

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { isKvError, type KvBucket } from '../storage/index.js'
+import { isKvError, isRevisionRace, writeOverRead, type KvBucket } from '../storage/index.js'
 import { RENTAL_LIMITS } from './limits.js'
 import { RentalError } from './rental-error.js'
 
@@ -75,12 +75,11 @@ export class OpenClaims {
       const entry = await this.#bucket.get(key)
       const value = Buffer.from(JSON.stringify(next(this.#live(entry?.value))))
       try {
-        if (entry === null) await this.#bucket.create(key, value)
-        else await this.#bucket.update(key, value, entry.revision)
+        await writeOverRead(this.#bucket, key, entry, value)
         return
       } catch (err) {
         // Another writer got there first: read its claims and decide again.
-        if (isKvError(err, 'wrong_revision') || isKvError(err, 'exists')) continue
+        if (isRevisionRace(err)) continue
         throw err
       }
     }

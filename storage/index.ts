@@ -3,7 +3,7 @@ export { isOutOfDescriptors, replaceFileDurably, syncDir, temporaryPathOf, unlin
 export { crc32c } from './crc32c.js'
 export { GroupCommit, type GroupCommitOptions } from './group-commit.js'
 export { readUint53, writeUint53 } from './uint53.js'
-export { checkKey, isKvError, KV_LIMITS, KvError } from './kv-store.js'
+export { checkKey, isKvError, isRevisionRace, KV_LIMITS, KvError, writeOverRead } from './kv-store.js'
 export type { KvBucket, KvBucketLimits, KvBucketStatus, KvEntry, KvErrorCode, KvWatcher, KvWatchEntry, KvWatchOptions, OpenKvBucket } from './kv-store.js'
 export { fileKvBuckets, type FileKvOptions } from './kv-file.js'
 export { LeaseKey, leaseHolderOf, leaseTiming, leaseValue, seenAfter, type LeaseKeyOptions, type LeaseTiming, type SeenLease } from './lease-key.js'

@@ -171,6 +171,25 @@ export function isKvError(err: unknown, code?: KvErrorCode): err is KvError {
   return err instanceof KvError && (code === undefined || err.code === code)
 }
 
+/** A write at the revision read that another writer beat (`exists`, `wrong_revision`): read again and decide again. */
+export function isRevisionRace(err: unknown): boolean {
+  return isKvError(err, 'exists') || isKvError(err, 'wrong_revision')
+}
+
+/**
+ * The write of a read-decide-write round: `value` over the entry `read` (create-if-absent
+ * when the key had none), or, for a null `value`, the entry deleted at its revision.
+ * Resolves with the new revision (0 for a deletion, or nothing to delete); a writer that
+ * got there first makes it fail as isRevisionRace says.
+ */
+export async function writeOverRead(bucket: KvBucket, key: string, read: { readonly revision: number } | null, value: Uint8Array | null): Promise<number> {
+  if (value === null) {
+    if (read !== null) await bucket.delete(key, { revision: read.revision })
+    return 0
+  }
+  return read === null ? bucket.create(key, value) : bucket.update(key, value, read.revision)
+}
+
 /** Throws `invalid_key` unless `key` is one both adapters can store. */
 export function checkKey(key: string): void {
   if (typeof key !== 'string' || !KEY.test(key) || Buffer.byteLength(key) > KV_LIMITS.maxKeyBytes) {

@@ -1,4 +1,4 @@
-import { isKvError } from './kv-store.js'
+import { isKvError, isRevisionRace } from './kv-store.js'
 import type { KvBucket, KvEntry } from './kv-store.js'
 
 /**
@@ -164,7 +164,7 @@ export class LeaseKey {
       if (this.#seen === undefined || this.#seen.revision < revision) this.#seen = { holder: holderId, revision, seenAt: sentAt }
       return true
     } catch (err) {
-      if (isKvError(err, 'exists') || isKvError(err, 'wrong_revision')) return false
+      if (isRevisionRace(err)) return false
       throw err
     }
   }

@@ -1,4 +1,4 @@
-import { isKvError, type KvBucket, type KvBucketLimits, type KvWatcher } from '../../storage/index.js'
+import { isRevisionRace, writeOverRead, type KvBucket, type KvBucketLimits, type KvWatcher } from '../../storage/index.js'
 import { compareCursors, type RentalCursor } from '../rental-events.js'
 
 /**
@@ -128,13 +128,10 @@ export class WebhookState {
       const next = change(current?.value ?? null)
       if (next === (current?.value ?? null)) return next
       try {
-        if (next === null) {
-          if (current !== null) await this.#bucket.delete(key, { revision: current.revision })
-        } else if (current === null) await this.#bucket.create(key, encode(next))
-        else await this.#bucket.update(key, encode(next), current.revision)
+        await writeOverRead(this.#bucket, key, current, next === null ? null : encode(next))
         return next
       } catch (err) {
-        if (!isKvError(err, 'wrong_revision') && !isKvError(err, 'exists')) throw err
+        if (!isRevisionRace(err)) throw err
       }
     }
   }

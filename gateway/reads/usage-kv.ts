@@ -1,4 +1,4 @@
-import { isKvError, type KvBucket, type KvBucketLimits } from '../../storage/index.js'
+import { isKvError, isRevisionRace, writeOverRead, type KvBucket, type KvBucketLimits } from '../../storage/index.js'
 import type { UsageCaller, UsageMeter, UsageMonth } from './usage-meter.js'
 
 /** Caller-months the bucket holds; a new one past it is not written (and logged). */
@@ -117,12 +117,11 @@ export class KvUsageMeter implements UsageMeter {
       for (const [day, rows] of pending.days) stored.days[day] = (stored.days[day] ?? 0) + rows
       const value = Buffer.from(JSON.stringify(stored))
       try {
-        if (entry === null) await this.#bucket.create(key, value)
-        else await this.#bucket.update(key, value, entry.revision)
+        await writeOverRead(this.#bucket, key, entry, value)
         return
       } catch (err) {
         // Another process wrote in between: read its count and add ours again.
-        if (!isKvError(err, 'exists') && !isKvError(err, 'wrong_revision')) throw err
+        if (!isRevisionRace(err)) throw err
       }
     }
     throw new Error(`usage: ${key} kept changing under ${WRITE_ATTEMPTS} writes`)

@@ -1,4 +1,4 @@
-import { isKvError, type KvBucket, type KvBucketLimits } from '../../../storage/index.js'
+import { isKvError, isRevisionRace, writeOverRead, type KvBucket, type KvBucketLimits } from '../../../storage/index.js'
 import type { Manifest } from '../../../schemas/index.js'
 import { LogError } from '../../log-error.js'
 import type { RateBuckets } from '../ports.js'
@@ -121,14 +121,13 @@ export class KvRateBuckets implements RateBuckets {
       if (bucket === undefined) return decisions // refunds alone to a source never seen: nothing to write
       const value = encode(bucket)
       try {
-        const revision = queue.known === null ? await this.#bucket.create(queue.key, value) : await this.#bucket.update(queue.key, value, queue.known.revision)
+        const revision = await writeOverRead(this.#bucket, queue.key, queue.known, value)
         queue.known = { bucket, revision }
         return decisions
       } catch (err) {
         // Read again: another gateway wrote first (retry with its bucket), or the write's fate is unknown.
         queue.known = undefined
-        const lostRace = isKvError(err, 'wrong_revision') || isKvError(err, 'exists')
-        if (!lostRace || attempt >= MAX_ATTEMPTS) throw err
+        if (!isRevisionRace(err) || attempt >= MAX_ATTEMPTS) throw err
       }
     }
   }
