@@ -1,5 +1,5 @@
 /** The receipts stage's public entry: the store port, its ClickHouse adapter and the receipt types. */
-export type { ReceiptStore, ReceiptFilter, ReceiptListQuery, ReceiptPage, ExportFormat } from './receipt-store.js'
+export type { ReceiptStore, ReceiptFilter, ReceiptListQuery, ReceiptPage, ExportFormat, ExportPosition } from './receipt-store.js'
 export type { Receipt, ReceiptInput, RecordResult, OutcomeInput, OutcomeResult, OutcomeRefusal, DisputeStatusInput, Outcome, ScoredOutcome, DisputeStatus, SourceStats } from './receipt.js'
 export { OUTCOMES, DISPUTE_STATUSES } from './receipt.js'
 export { ReceiptStoreError, isReceiptStoreError } from './receipt-store-error.js'

@@ -1,5 +1,5 @@
 import type { CursorPosition } from './receipt-cursor.js'
-import type { ReceiptFilter } from './receipt-store.js'
+import type { ExportPosition, ReceiptFilter } from './receipt-store.js'
 
 /**
  * The SQL of every read, with the caller's values only ever as typed parameters
@@ -134,10 +134,20 @@ export function pageStatement(filter: ReceiptFilter, includeTest: boolean, keys:
 /**
  * Every matching receipt in the table's own order (source_id, emitted_at, receipt_id, all
  * ascending), which ClickHouse reads part by part as it merges them, without sorting the
- * whole result first: memory stays flat however many rows go out.
+ * whole result first: memory stays flat however many rows go out. `after` starts strictly
+ * after that row of the same order (test is false on every exported row, so it is left
+ * out of the comparison), spelt with a source_id bound first so the primary key prunes.
  */
-export function exportStatement(filter: ReceiptFilter): Statement {
+export function exportStatement(filter: ReceiptFilter, after?: ExportPosition): Statement {
   const { where, params } = conditions(filter, false)
+  if (after !== undefined) {
+    const at = `fromUnixTimestamp64Milli({after_at:Int64}, 'UTC')`
+    where.push(`source_id >= {after_source:String}`)
+    where.push(`(source_id > {after_source:String} OR emitted_at > ${at} OR (emitted_at = ${at} AND receipt_id > {after_id:String}))`)
+    params.after_source = after.source_id
+    params.after_at = after.emitted_at_ms
+    params.after_id = after.receipt_id
+  }
   return {
     query: `SELECT ${RECEIPT_COLUMNS} FROM receipts FINAL WHERE ${where.join(' AND ')}
       ORDER BY source_id, test, emitted_at, receipt_id`,
@@ -164,8 +174,8 @@ function formulaSafe(column: string): string {
  * with a column's own name would also change what WHERE filters and ORDER BY sorts on;
  * ClickHouse folds the projection into the ordered read, so it still streams in order.
  */
-export function csvExportStatement(filter: ReceiptFilter): Statement {
-  const inner = exportStatement(filter)
+export function csvExportStatement(filter: ReceiptFilter, after?: ExportPosition): Statement {
+  const inner = exportStatement(filter, after)
   const columns = EXPORT_COLUMNS.map((c) => (EXPORT_TEXT_COLUMNS.has(c) ? formulaSafe(c) : c))
   return { query: `SELECT ${columns.join(', ')} FROM (${inner.query})`, params: inner.params }
 }

@@ -6,7 +6,7 @@ import { decodeCursor, encodeCursor } from './receipt-cursor.js'
 import { isReceiptId, receiptIdOf } from './receipt-id.js'
 import { readSourceStats } from './receipt-stats.js'
 import { csvExportStatement, EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, pageKeysStatement, pageStatement, type ReceiptKey, recordedStatement, storedReceiptsStatement, type Statement } from './receipt-query.js'
-import type { ExportFormat, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
+import type { ExportFormat, ExportPosition, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
 import { ReceiptStoreError } from './receipt-store-error.js'
 import { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, OUTCOMES_PER_POST_MAX, RECORD_BATCH_MAX } from './limits.js'
 import { type Migration, migrate } from './schema-migrations.js'
@@ -178,15 +178,17 @@ export class ClickHouseReceiptStore implements ReceiptStore {
     return { receipts, next_cursor: encodeCursor({ emittedAtMs: Number(last.emitted_ms), receiptId: last.receipt_id }, filter, includeTest) }
   }
 
-  export(filter: ReceiptFilter, format: ExportFormat, signal?: AbortSignal): AsyncIterable<Uint8Array> {
+  export(filter: ReceiptFilter, format: ExportFormat, signal?: AbortSignal, after?: ExportPosition): AsyncIterable<Uint8Array> {
     const conn = this.#c
     checkFilter(filter)
+    if (after !== undefined && (!Number.isSafeInteger(after.emitted_at_ms) || after.emitted_at_ms < 0)) throw invalid('after.emitted_at_ms must be an instant in milliseconds since the epoch')
     const rawFormat = FORMATS[format]
     if (rawFormat === undefined) throw invalid(`format must be one of ${Object.keys(FORMATS).join(', ')}`)
-    const s = format === 'csv' ? csvExportStatement(filterOf(filter)) : exportStatement(filterOf(filter))
+    const s = format === 'csv' ? csvExportStatement(filterOf(filter), after) : exportStatement(filterOf(filter), after)
     return (async function* () {
       try {
-        if (format === 'csv') yield CSV_HEADER
+        // A continuation is appended to the file already received, whose header line is there.
+        if (format === 'csv' && after === undefined) yield CSV_HEADER
         yield* conn.stream(s.query, s.params, rawFormat, signal)
       } catch (err) {
         if (signal?.aborted) throw signal.reason

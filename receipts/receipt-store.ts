@@ -21,6 +21,14 @@ export interface ReceiptFilter {
   readonly source_ids?: readonly string[]
 }
 
+/** A row of an export, by the columns its order sorts on: where a continued export starts (strictly after). */
+export interface ExportPosition {
+  readonly source_id: string
+  /** `emitted_at` in ms since the epoch. */
+  readonly emitted_at_ms: number
+  readonly receipt_id: string
+}
+
 export interface ReceiptListQuery extends ReceiptFilter {
   /** 1 to 1,000; 100 when absent. */
   readonly limit?: number
@@ -68,9 +76,11 @@ export interface ReceiptStore {
    * receipt_id ascending), as the bytes of the chosen format
    * (NDJSON, CSV with a header line, Parquet), produced by ClickHouse itself and pulled
    * chunk by chunk as the consumer reads. Aborting `signal` (or returning early from the
-   * iteration) stops the query. Never includes test receipts.
+   * iteration) stops the query. Never includes test receipts. With `after`, only the rows
+   * that follow that row in the same order, and a CSV without its header line: the
+   * continuation of an export cut short, appended to the rows already received.
    */
-  export(filter: ReceiptFilter, format: ExportFormat, signal?: AbortSignal): AsyncIterable<Uint8Array>
+  export(filter: ReceiptFilter, format: ExportFormat, signal?: AbortSignal, after?: ExportPosition): AsyncIterable<Uint8Array>
   /** A scorer's post of up to 1,000 outcomes. The newest scored_at per receipt wins. */
   recordOutcomes(items: readonly OutcomeInput[]): Promise<OutcomeResult>
   /** Dispute status changes of the receipts disputes name; a resolution outranks `open`. */

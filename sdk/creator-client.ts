@@ -1,7 +1,7 @@
 import type { AgentView, IngestErrorView, KeyView, Page, SignalView, SourceView } from './creator-api.js'
 import type { CreatorKey } from './creator-key.js'
 import { CreatorApiError } from './errors.js'
-import { responseText } from './response-text.js'
+import { ApiCaller } from './api-call.js'
 import type { RetryOptions } from './retry-policy.js'
 import { SourceClient, type AcceptedSignal } from './source-client.js'
 
@@ -51,16 +51,14 @@ export interface AddKeyInput {
  * would take a second slot (`listSources` finds a source whose creation answer was lost).
  */
 export class CreatorClient {
-  readonly #base: string
-  readonly #token: string
+  readonly #api: ApiCaller
   readonly #fetch: typeof fetch
   readonly #gatewayUrl: string
 
   constructor(options: CreatorClientOptions) {
     this.#gatewayUrl = options.gatewayUrl
-    this.#base = new URL(options.gatewayUrl).href.replace(/\/+$/, '')
-    this.#token = options.token
     this.#fetch = options.fetch ?? ((input, init) => globalThis.fetch(input, init))
+    this.#api = new ApiCaller({ ...options, fetch: this.#fetch }, (step, status, body) => new CreatorApiError(step, status, body))
   }
 
   getAgent(agentId: string): Promise<AgentView> {
@@ -144,36 +142,13 @@ export class CreatorClient {
     return { keyId, testAccepted, client }
   }
 
-  async #page<T>(step: string, path: string, page: { limit?: number; cursor?: string }): Promise<Page<T>> {
-    const query = new URLSearchParams()
-    if (page.limit !== undefined) query.set('limit', String(page.limit))
-    if (page.cursor !== undefined) query.set('cursor', page.cursor)
-    const qs = query.toString()
-    const body = await this.#request(step, 'GET', qs === '' ? path : `${path}?${qs}`)
-    return { items: body.data as T[], nextCursor: (body.next_cursor as string | null | undefined) ?? null }
+  #call<T>(step: string, method: string, path: string, body?: unknown): Promise<T> {
+    return this.#api.call(step, method, path, body)
   }
 
-  async #call<T>(step: string, method: string, path: string, body?: unknown): Promise<T> {
-    return (await this.#request(step, method, path, body)).data as T
-  }
-
-  async #request(step: string, method: string, path: string, body?: unknown): Promise<{ data: unknown; next_cursor?: unknown }> {
-    const headers: Record<string, string> = { authorization: `Bearer ${this.#token}` }
-    if (body !== undefined) headers['content-type'] = 'application/json'
-    const res = await this.#fetch(this.#base + path, { method, headers, body: body === undefined ? null : JSON.stringify(body), redirect: 'manual' })
-    const text = await responseText(res, MAX_ANSWER_BYTES)
-    let parsed: unknown
-    try {
-      parsed = text === '' ? undefined : JSON.parse(text)
-    } catch {
-      parsed = undefined
-    }
-    if (res.status < 200 || res.status > 299 || typeof parsed !== 'object' || parsed === null) throw new CreatorApiError(step, res.status, parsed)
-    return parsed as { data: unknown; next_cursor?: unknown }
+  #page<T>(step: string, path: string, page: { limit?: number; cursor?: string }): Promise<Page<T>> {
+    return this.#api.page(step, path, page)
   }
 }
 
 const enc = encodeURIComponent
-
-/** A page of 200 sources with their manifests is well under this. */
-const MAX_ANSWER_BYTES = 4 * 1024 * 1024

@@ -77,18 +77,35 @@ function pushMessage(code: PushFailure, d: PushErrorDetails, cause: unknown): st
   return `push ${why} after ${d.attempts} attempt${d.attempts === 1 ? '' : 's'} in ${(d.elapsedMs / 1000).toFixed(1)} s; last: ${last}`
 }
 
-/** A control-plane call (onboarding, keys, ingest errors) answered with an error. */
-export class CreatorApiError extends GatewaySdkError {
+/**
+ * A control-plane call answered with an error: `status`, the gateway's `errorCode` and
+ * `requestId`, and a message naming the step. `code` says whose client made the call.
+ */
+export class GatewayApiError extends GatewaySdkError {
   readonly status: number
   readonly errorCode: string | undefined
   readonly requestId: string | undefined
 
-  constructor(step: string, status: number, body: unknown) {
+  constructor(code: string, step: string, status: number, body: unknown) {
     const error = errorOf(body)
-    super('creator_api_error', `${step}: ${status}${error.code === undefined ? '' : ` ${error.code}`}${error.message === undefined ? '' : `: ${error.message}`}`)
+    super(code, `${step}: ${status}${error.code === undefined ? '' : ` ${error.code}`}${error.message === undefined ? '' : `: ${error.message}`}`)
     this.status = status
     this.errorCode = error.code
     this.requestId = error.requestId
+  }
+}
+
+/** A creator's control-plane call (onboarding, keys, ingest errors) answered with an error. */
+export class CreatorApiError extends GatewayApiError {
+  constructor(step: string, status: number, body: unknown) {
+    super('creator_api_error', step, status, body)
+  }
+}
+
+/** A renter's control-plane call (rentals, webhooks, tickets, polling) answered with an error. */
+export class RenterApiError extends GatewayApiError {
+  constructor(step: string, status: number, body: unknown) {
+    super('renter_api_error', step, status, body)
   }
 }
 

@@ -1,3 +1,4 @@
+import { sleep } from './abortable-sleep.js'
 import { utf8Bytes } from './bytes.js'
 import type { Ed25519Signer } from './ed25519-signer.js'
 import { errorOf, PushError, type PushFailure } from './errors.js'
@@ -201,17 +202,4 @@ function definedRetryOptions(options: RetryOptions): RetryOptions {
     if (value !== undefined) out[name] = value
   }
   return out
-}
-
-function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
-  return new Promise((resolve) => {
-    if (signal?.aborted) return resolve()
-    const done = () => {
-      clearTimeout(timer)
-      signal?.removeEventListener('abort', done)
-      resolve()
-    }
-    const timer = setTimeout(done, ms)
-    signal?.addEventListener('abort', done, { once: true })
-  })
 }

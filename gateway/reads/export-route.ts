@@ -1,5 +1,5 @@
 import type { Logger } from 'pino'
-import type { ExportFormat, ReceiptFilter, ReceiptStore } from '../../receipts/index.js'
+import type { ExportFormat, ExportPosition, ReceiptFilter, ReceiptStore } from '../../receipts/index.js'
 import type { Principal } from '../../registry/index.js'
 import { ApiError } from '../../schemas/index.js'
 import type { ReceiptAccess } from './receipt-access.js'
@@ -26,10 +26,16 @@ export interface ExportParts {
   readonly failures: ExportFailures
 }
 
-function exportQuery(query: URLSearchParams, cross: boolean): { filter: ReceiptFilter; format: ExportFormat } {
+interface ExportQuery {
+  readonly filter: ReceiptFilter
+  readonly format: ExportFormat
+  readonly after: ExportPosition | undefined
+}
+
+function exportQuery(query: URLSearchParams, cross: boolean): ExportQuery {
   const q = readQuery(query, cross, EXPORT_PARAMS)
   if (q.includeTest) throw new ApiError('invalid_request', 'include_test: exports never include test receipts')
-  return { filter: q.filter, format: q.params.format }
+  return { filter: q.filter, format: q.params.format, after: q.params.after }
 }
 
 /** Exports need a token: they are metered per caller, and the public reads through the lists. */
@@ -53,7 +59,7 @@ export function registerExportRoutes(r: ReadRouteParts, e: ExportParts): void {
     await ctx.admit(seen?.rental?.rental_id)
     // The public view of a public source is read through the list, not exported.
     if (seen === undefined || seen.view !== 'full') throw new ApiError('not_found', 'no such source')
-    await stream(ctx, e, principal, { ...q.filter, source_id: seen.source.source_id }, q.format, seen.source.source_id)
+    await stream(ctx, e, principal, { ...q, filter: { ...q.filter, source_id: seen.source.source_id } }, seen.source.source_id)
   })
 
   readRoute(r, '/v1/byo/receipts/export', async (ctx) => {
@@ -61,12 +67,13 @@ export function registerExportRoutes(r: ReadRouteParts, e: ExportParts): void {
     const q = exportQuery(ctx.query, true)
     await ctx.admit()
     const scope = e.access.fullScope(principal)
-    await stream(ctx, e, principal, { ...q.filter, ...(scope.sourceIds !== undefined && { source_ids: scope.sourceIds }) }, q.format, q.filter.source_id ?? 'all')
+    await stream(ctx, e, principal, { ...q, filter: { ...q.filter, ...(scope.sourceIds !== undefined && { source_ids: scope.sourceIds }) } }, q.filter.source_id ?? 'all')
   })
 }
 
-async function stream(ctx: ReadContext, e: ExportParts, principal: Principal, filter: ReceiptFilter, format: ExportFormat, name: string): Promise<void> {
+async function stream(ctx: ReadContext, e: ExportParts, principal: Principal, q: ExportQuery, name: string): Promise<void> {
   const { reply, res } = ctx
+  const { filter, format } = q
   const caller = { role: principal.role, subject: principal.subject }
   const slot = e.slots.take(`${caller.role}:${caller.subject}`)
   if ('refused' in slot) {
@@ -91,8 +98,8 @@ async function stream(ctx: ReadContext, e: ExportParts, principal: Principal, fi
     body.close()
   }
   // An empty source set (a renter without an active rental) selects nothing: a file with no rows.
-  const chunks = e.store.export(filter, format, controller.signal)[Symbol.asyncIterator]()
-  const counter = new RowCounter(format)
+  const chunks = e.store.export(filter, format, controller.signal, q.after)[Symbol.asyncIterator]()
+  const counter = new RowCounter(format, { csvHeader: q.after === undefined })
   let started = false
   try {
     // The first chunk before the status: a store that cannot answer gets a 503, not a cut 200.

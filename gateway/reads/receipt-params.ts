@@ -1,6 +1,7 @@
-import { DISPUTE_STATUSES, OUTCOMES, type ReceiptFilter } from '../../receipts/index.js'
+import { parseIsoUtc } from '../../pipeline/index.js'
+import { DISPUTE_STATUSES, isReceiptId, OUTCOMES, type ExportPosition, type ReceiptFilter } from '../../receipts/index.js'
 import { ApiError } from '../../schemas/index.js'
-import { badCursor, param, parseQuery, withDefault, type ParsedQuery, type QueryRules } from '../http/query.js'
+import { badCursor, optional, param, parseQuery, withDefault, type ParsedQuery, type QueryRules } from '../http/query.js'
 
 export const RECEIPTS_PAGE = { default: 100, max: 1000 } as const
 export const EXPORT_FORMATS = ['ndjson', 'csv', 'parquet'] as const
@@ -20,8 +21,25 @@ const CROSS_FILTERS = { source_id: param.sourceId, agent_id: param.clientId }
 
 /** The other parameters of a list. */
 export const LIST_PARAMS = { limit: param.limit(RECEIPTS_PAGE), cursor: param.cursor }
-/** The other parameter of an export. */
-export const EXPORT_PARAMS = { format: withDefault(param.oneOf(EXPORT_FORMATS), 'ndjson') }
+const SOURCE_ID = /^src_[A-Za-z0-9_-]{16}$/
+
+/**
+ * Where a continued export starts: the last row the client holds, as
+ * `<source_id>,<emitted_at>,<receipt_id>` (the columns the export's order sorts on, as the
+ * row shows them). A position is a place in the order, not a thing: one that names no
+ * receipt is still a place, so it reveals nothing about which receipts exist.
+ */
+const exportAfter = optional((raw, name): ExportPosition => {
+  const [sourceId, emittedAt, receiptId, extra] = raw.split(',')
+  const emittedAtMs = emittedAt === undefined ? undefined : parseIsoUtc(emittedAt)
+  if (extra !== undefined || sourceId === undefined || !SOURCE_ID.test(sourceId) || emittedAtMs === undefined || receiptId === undefined || !isReceiptId(receiptId)) {
+    throw new ApiError('invalid_request', `${name} must be the last row's source_id,emitted_at,receipt_id, such as src_Zwx9z_P5b8MBlr0z,2030-01-31T12:00:00.000Z,rc_0123456789abcdef0123456789abcdef`)
+  }
+  return { source_id: sourceId, emitted_at_ms: emittedAtMs, receipt_id: receiptId }
+})
+
+/** The other parameters of an export. */
+export const EXPORT_PARAMS = { format: withDefault(param.oneOf(EXPORT_FORMATS), 'ndjson'), after: exportAfter }
 
 export interface ReadQuery<E extends QueryRules> {
   readonly filter: ReceiptFilter

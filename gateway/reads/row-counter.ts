@@ -15,11 +15,13 @@ const PARQUET_TAIL_BYTES = 1 << 20
 export class RowCounter {
   readonly #format: ExportFormat
   #inQuotes = false
-  #headerLeft = true
+  #headerLeft: boolean
   #tail: Buffer = Buffer.alloc(0)
 
-  constructor(format: ExportFormat) {
+  /** `csvHeader`: false for a continued CSV export, which goes out without its header line. */
+  constructor(format: ExportFormat, options: { readonly csvHeader?: boolean } = {}) {
     this.#format = format
+    this.#headerLeft = options.csvHeader ?? true
   }
 
   /** Rows completed by `chunk`. */

@@ -115,6 +115,28 @@ t.test('export parameters: a bad format or filter is 400 naming it; test receipt
   }
 })
 
+t.test('an export continues strictly after the row `after` names, in the same order; a continued CSV has no header line; a malformed after is 400', async (t) => {
+  const path = `/v1/byo/sources/${small.sourceId}/receipts/export`
+  const whole = (await (await exportOf(`${path}?format=ndjson`, small.creatorToken)).text()).trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, string>)
+  t.equal(whole.length, SMALL)
+  const cut = whole[1234]!
+  const after = encodeURIComponent(`${cut.source_id},${cut.emitted_at},${cut.receipt_id}`)
+  const rest = (await (await exportOf(`${path}?format=ndjson&after=${after}`, small.creatorToken)).text()).trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, string>)
+  t.same(rest.map((r) => r.receipt_id), whole.slice(1235).map((r) => r.receipt_id), 'NDJSON: exactly the rows after it')
+  const csv = await (await exportOf(`${path}?format=csv&after=${after}`, small.creatorToken)).text()
+  t.notOk(csv.startsWith('"receipt_id"'), 'no header line: it appends to the file it continues')
+  const rows = parse(csv, { columns: Object.keys(whole[0]!) }) as Record<string, string>[]
+  t.same(rows.map((r) => r.receipt_id), whole.slice(1235).map((r) => r.receipt_id), 'CSV: exactly the rows after it')
+  const last = whole.at(-1)!
+  const none = await exportOf(`${path}?after=${encodeURIComponent(`${last.source_id},${last.emitted_at},${last.receipt_id}`)}`, small.creatorToken)
+  t.equal((await none.text()), '', 'after the last row: nothing')
+  for (const bad of ['x', `${cut.source_id},${cut.emitted_at}`, `${cut.source_id},yesterday,${cut.receipt_id}`, `${cut.source_id},${cut.emitted_at},${cut.receipt_id},x`]) {
+    const res = await call(gw.url, 'GET', `${path}?after=${encodeURIComponent(bad)}`, { token: small.creatorToken })
+    t.equal(res.status, 400, bad)
+    t.match(res.body.error.message, /^after must be the last row's source_id,emitted_at,receipt_id/)
+  }
+})
+
 async function rss(): Promise<number> {
   const page = await (await fetch(`${gw.url}/metrics`, { headers: bearer(gw.adminToken) })).text()
   return sampleValue(parsePrometheusText(page), 'process_resident_memory_bytes') as number
