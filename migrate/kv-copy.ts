@@ -9,6 +9,8 @@ export interface BucketCopy {
   readonly copied: number
   /** Entries the cluster held already with the same value (a resumed move). */
   readonly present: number
+  /** Entries left behind by `leaves`. */
+  readonly left: number
 }
 
 /**
@@ -17,10 +19,11 @@ export interface BucketCopy {
  * counts as present (the copy ran before), with other bytes it stops the move with
  * `entry_differs`. Nothing writes to `from` meanwhile (the move holds DATA_DIR's lock).
  */
-export async function copyBucket(from: KvBucket, to: KvBucket): Promise<BucketCopy> {
+export async function copyBucket(from: KvBucket, to: KvBucket, leaves: (key: string) => boolean = () => false): Promise<BucketCopy> {
   const expected = (await from.status()).values
   let copied = 0
   let present = 0
+  let left = 0
   let seen = 0
   const pending = new Set<Promise<void>>()
   let failure: unknown
@@ -42,7 +45,8 @@ export async function copyBucket(from: KvBucket, to: KvBucket): Promise<BucketCo
     try {
       for await (const entry of watcher) {
         if (entry.isUpdate) break
-        if (entry.operation === 'PUT') {
+        if (entry.operation === 'PUT' && leaves(entry.key)) left++
+        else if (entry.operation === 'PUT') {
           const p: Promise<void> = write(entry.key, entry.value).catch((err: unknown) => void (failure ??= err)).finally(() => pending.delete(p))
           pending.add(p)
           if (pending.size >= IN_FLIGHT) await Promise.race(pending)
@@ -56,5 +60,5 @@ export async function copyBucket(from: KvBucket, to: KvBucket): Promise<BucketCo
     await Promise.all(pending)
   }
   if (failure !== undefined) throw failure
-  return { copied, present }
+  return { copied, present, left }
 }

@@ -97,11 +97,11 @@ export async function migrateToCluster(o: MigrationOptions): Promise<MigrationRe
     await writeMarker(dataDir, { state: 'copying', started_at: marker?.state === 'copying' ? marker.started_at : new Date().toISOString(), nats_url: config.NATS_URL })
 
     const buckets: Record<string, BucketCopy> = {}
-    for (const { name, limits } of MOVED_BUCKETS) {
+    for (const { name, limits, leaves } of MOVED_BUCKETS) {
       const from = await backends.openBucket(name, limits(config))
       const to = await openTarget(name, limits(config))
       try {
-        buckets[name] = await copyBucket(from, to)
+        buckets[name] = await copyBucket(from, to, leaves)
       } finally {
         await Promise.all([from.close(), to.close()])
       }
