@@ -14,6 +14,8 @@ import { openEmbeddedBackends } from './embedded.js'
 import { openNatsBackends } from './nats.js'
 
 export { retryAtStart } from './start-retry.js'
+export { openEmbeddedBackends } from './embedded.js'
+export { connectNats, signalStreamOptions } from './nats.js'
 
 export interface Backends {
   readonly kind: 'embedded' | 'nats'

@@ -17,7 +17,7 @@ export type {
   SignalCheck, SignalCheckRequest, SignalIndex, SignalReservation,
 } from './ingest/ports.js'
 export { composeEmbeddedIngest, type EmbeddedIngest, type EmbeddedIngestOptions } from './ingest/embedded/embedded-ingest.js'
-export { composeNatsIngest, type NatsIngest, type NatsIngestOptions } from './ingest/nats/nats-ingest.js'
+export { composeNatsIngest, openIngestCarryOver, type IngestCarryOver, type NatsIngest, type NatsIngestOptions } from './ingest/nats/nats-ingest.js'
 export { scheduleStateSaves } from './ingest/embedded/state-saves.js'
 export { IngestErrorLog } from './ingest/embedded/ingest-error-log.js'
 export { EmbeddedRefusalHistory } from './ingest/embedded/refusal-history.js'

@@ -10,6 +10,7 @@ import type { ExportFormat, ExportPosition, ReceiptFilter, ReceiptListQuery, Rec
 import { ReceiptStoreError } from './receipt-store-error.js'
 import { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, OUTCOMES_PER_POST_MAX, RECORD_BATCH_MAX } from './limits.js'
 import { type Migration, migrate } from './schema-migrations.js'
+import { loadRows, receiptCount, storedRows } from './receipt-transfer.js'
 
 
 /**
@@ -250,6 +251,21 @@ export class ClickHouseReceiptStore implements ReceiptStore {
 
   async sourceStats(sourceId: string, hours: { readonly fromMs: number; readonly toMs: number }): Promise<SourceStats> {
     return readSourceStats(this.#c.client, sourceId, hours)
+  }
+
+  /** Every stored row, as NDJSON, for moving the receipts to another store (receipt-transfer.ts). */
+  storedRows(): AsyncIterable<Uint8Array> {
+    return storedRows(this.#c)
+  }
+
+  /** Writes rows another store's `storedRows` gave; loading the same rows again changes nothing. */
+  loadRows(rows: readonly Record<string, unknown>[]): Promise<void> {
+    return loadRows(this.#c, rows)
+  }
+
+  /** Receipts held, each counted once. */
+  receiptCount(): Promise<number> {
+    return receiptCount(this.#c)
   }
 
   async ping(): Promise<void> {

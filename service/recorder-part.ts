@@ -5,7 +5,7 @@ import { Recorder } from '../recorder/index.js'
 import type { ServiceCore } from './setup.js'
 
 /** The recorder's durable consumer: the one name every recorder of a deployment pulls. */
-const RECORDER_CONSUMER = 'recorder'
+export const RECORDER_CONSUMER = 'recorder'
 
 /**
  * The receipt store, for the roles that read receipts (gateway) or write them (recorder):

@@ -230,6 +230,19 @@ export class NatsSignalIndex implements SignalIndex {
     }
   }
 
+  /**
+   * Writes an entry for a signal another log accepted at `acceptedAtMs` (an embedded
+   * deployment moved into the cluster) under each of `names`, create-if-absent: the window
+   * and the `reused` answer then run from that first accept, as if this index had taken
+   * it. True when at least one entry was written; false when all were there already.
+   */
+  async carryOver(sourceId: string, names: readonly string[], signal: AcceptedSignal, acceptedAtMs: number): Promise<boolean> {
+    const entry: Entry = { s: 'accepted', signal, at: acceptedAtMs }
+    const puts = await Promise.all(names.map((name) => this.#put(sourceId, name, entry, 0)))
+    if (puts.includes('full')) throw stateError('carrying a signal over', new Error(`the signal index holds all it may (SIGNAL_ID_HISTORY_MAX)`))
+    return puts.some((p) => typeof p === 'number')
+  }
+
   /** The index here is its own streams, one subject per signal: a record that is no signal adds nothing. */
   logged(): void {}
 

@@ -1,0 +1,168 @@
+import { readdir, readFile } from 'node:fs/promises'
+import { join, resolve } from 'node:path'
+import type { NatsConnection } from '@nats-io/transport-node'
+import type { Logger } from 'pino'
+import { connectNats, openEmbeddedBackends, type Backends } from '../backends/index.js'
+import type { Config } from '../config/index.js'
+import { openIngestCarryOver } from '../pipeline/index.js'
+import { ClickHouseReceiptStore, type ClickHouseTarget } from '../receipts/index.js'
+import { NONCE_WINDOW_MS } from '../schemas/index.js'
+import { DataDirLockedError, lockDataDir, type DataDirLock } from '../service/data-dir-lock.js'
+import { natsIngestOptions } from '../service/gateway-ingest-nats.js'
+import { RECORDER_CONSUMER } from '../service/recorder-part.js'
+import { makeDir } from '../service/setup.js'
+import { natsKvBuckets, type KvBucket } from '../storage/index.js'
+import { copyBucket, type BucketCopy } from './kv-copy.js'
+import { carryOverJournal, type CarriedOver } from './journal-carry-over.js'
+import { MigrationError } from './migration-error.js'
+import { readMarker, writeMarker } from './migration-marker.js'
+import { LEFT_BEHIND, MOVED_BUCKETS } from './moved-buckets.js'
+import { copyReceipts, receiptTarget, type ReceiptTarget } from './receipts-copy.js'
+import { startStreamAfter, streamLastSeq } from './stream-start.js'
+
+export interface MigrationOptions {
+  /** The cluster's configuration, with DATA_DIR naming the embedded deployment's folder. */
+  readonly config: Config
+  /** Without CLICKHOUSE_URL: the DATA_DIR of the cluster's recorder, whose embedded engine takes the receipts. */
+  readonly recorderDataDir?: string
+  /** Finish a move that began and was interrupted, instead of refusing a cluster that holds state. */
+  readonly resume: boolean
+  readonly logger: Logger
+}
+
+export interface MigrationReport {
+  readonly buckets: Readonly<Record<string, BucketCopy>>
+  readonly journal: CarriedOver & { readonly lastSeq: number }
+  readonly receipts: { readonly held: number; readonly rows: number; readonly receipts: number }
+  /** The sequence the cluster's signal stream numbers its first record with. */
+  readonly streamFirstSeq: number
+  /** Set when ADMIN_TOKEN is not the token the embedded deployment kept in DATA_DIR/admin-token. */
+  readonly adminTokenFile?: string
+}
+
+/**
+ * Moves an embedded deployment's state (DATA_DIR) into a cluster (NATS_URL, and
+ * CLICKHOUSE_URL or the recorder's folder): the key-value buckets, the accepted signals'
+ * dedup entries and recent nonces, the receipts, and the signal stream's numbering. The
+ * signal log's records themselves do not move: the embedded recorder must have recorded
+ * every one (`recorder_behind` otherwise), so the receipts hold every accepted signal.
+ * Refuses, writing nothing, while the embedded gateway runs or when the cluster holds
+ * state; part-way failures are finished by running again with `resume`.
+ */
+export async function migrateToCluster(o: MigrationOptions): Promise<MigrationReport> {
+  const { config, logger } = o
+  if (config.NATS_URL === '') throw new MigrationError('invalid_options', 'NATS_URL is empty: set it to the cluster\'s NATS servers (and DATA_DIR to the embedded deployment\'s folder)')
+  const dataDir = resolve(config.DATA_DIR)
+  const target = receiptTargetOf(config, dataDir, o.recorderDataDir)
+  const kvBuckets = await readdir(join(dataDir, 'kv')).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === 'ENOENT') throw new MigrationError('invalid_options', `DATA_DIR=${JSON.stringify(config.DATA_DIR)} holds no embedded deployment (no kv folder)`)
+    throw err
+  })
+  const unknown = kvBuckets.filter((name) => !LEFT_BEHIND.has(name) && !MOVED_BUCKETS.some((b) => b.name === name))
+  if (unknown.length > 0) throw new MigrationError('unknown_bucket', `DATA_DIR/kv holds buckets this release does not move (${unknown.join(', ')}): run the release that wrote them`)
+
+  const locks: DataDirLock[] = []
+  let backends: Backends | undefined
+  let nc: NatsConnection | undefined
+  let source: ClickHouseReceiptStore | undefined
+  try {
+    locks.push(await lock(dataDir, 'the embedded gateway still runs on DATA_DIR: stop it first'))
+    if (target.kind === 'chdb') {
+      await makeDir(target.recorderDir)
+      locks.push(await lock(target.recorderDir, 'a process runs on the recorder\'s data folder: start the cluster\'s roles after the move'))
+    }
+    backends = await openEmbeddedBackends({
+      config,
+      logger,
+      dataDir,
+      failFatally: (err) => logger.error({ err }, 'the data folder failed while it was read'),
+      time: (_step, run) => run(),
+    })
+    const log = backends.signalLog
+    const info = await log.info()
+    const recorded = (await log.consumerInfo(RECORDER_CONSUMER))?.ackSeq ?? 0
+    if (recorded < info.lastSeq) {
+      throw new MigrationError('recorder_behind', `the embedded recorder has recorded the journal up to seq ${recorded} of ${info.lastSeq}: start the embedded gateway again until its recorder lag is 0 (metric sgw_recorder_lag_records), stop it, then move`)
+    }
+
+    nc = await connectNats(config, 'migrate-to-cluster')
+    const openTarget = natsKvBuckets(nc, { replicas: config.NATS_REPLICAS })
+    const receipts = receiptTarget(target.store)
+    const marker = await readMarker(dataDir)
+    if (o.resume) {
+      if (marker?.state !== 'copying') throw new MigrationError('no_move_to_resume', `no move from ${dataDir} is under way (${marker === undefined ? 'it never began' : 'the last one ended'}): run without --resume`)
+    } else {
+      await refuseHeldState(config, nc, openTarget, receipts, marker?.state === 'copying')
+    }
+    await writeMarker(dataDir, { state: 'copying', started_at: marker?.state === 'copying' ? marker.started_at : new Date().toISOString(), nats_url: config.NATS_URL })
+
+    const buckets: Record<string, BucketCopy> = {}
+    for (const { name, limits, leaves } of MOVED_BUCKETS) {
+      const from = await backends.openBucket(name, limits(config))
+      const to = await openTarget(name, limits(config))
+      try {
+        buckets[name] = await copyBucket(from, to, leaves)
+      } finally {
+        await Promise.all([from.close(), to.close()])
+      }
+    }
+    const carry = await openIngestCarryOver(natsIngestOptions(config, nc, (message, err) => logger.warn({ err }, message)))
+    const journal = { ...(await carryOverJournal(log, carry, NONCE_WINDOW_MS)), lastSeq: info.lastSeq }
+    source = new ClickHouseReceiptStore({ target: { kind: 'chdb', path: join(dataDir, 'clickhouse'), maxServerMemoryBytes: config.CLICKHOUSE_MAX_MEMORY_MB * 1024 * 1024 } })
+    await source.open()
+    const copied = await copyReceipts(source, dataDir, receipts)
+    const { firstSeq } = await startStreamAfter(nc, config, info.lastSeq)
+    await writeMarker(dataDir, { state: 'done', started_at: marker?.started_at ?? new Date().toISOString(), nats_url: config.NATS_URL, finished_at: new Date().toISOString() })
+    const adminTokenFile = await otherAdminToken(config, dataDir)
+    return { buckets, journal, receipts: copied, streamFirstSeq: firstSeq, ...(adminTokenFile !== undefined && { adminTokenFile }) }
+  } finally {
+    await source?.close().catch(() => undefined)
+    await backends?.signalLog.close().catch(() => undefined)
+    await nc?.drain().catch(() => undefined)
+    for (const l of locks.reverse()) await l.release()
+  }
+}
+
+type Target = { readonly kind: 'server'; readonly store: ClickHouseTarget } | { readonly kind: 'chdb'; readonly store: ClickHouseTarget; readonly recorderDir: string }
+
+function receiptTargetOf(config: Config, dataDir: string, recorderDataDir: string | undefined): Target {
+  if (config.CLICKHOUSE_URL !== '') return { kind: 'server', store: { kind: 'server', url: config.CLICKHOUSE_URL, requestTimeoutMs: config.CLICKHOUSE_TIMEOUT_MS } }
+  if (recorderDataDir === undefined) throw new MigrationError('invalid_options', 'CLICKHOUSE_URL is empty: name the DATA_DIR of the cluster\'s recorder with --recorder-data-dir, whose embedded engine takes the receipts')
+  const recorderDir = resolve(recorderDataDir)
+  if (recorderDir === dataDir) throw new MigrationError('invalid_options', '--recorder-data-dir must be another folder than DATA_DIR: the cluster\'s recorder keeps its own')
+  return { kind: 'chdb', recorderDir, store: { kind: 'chdb', path: join(recorderDir, 'clickhouse'), maxServerMemoryBytes: config.CLICKHOUSE_MAX_MEMORY_MB * 1024 * 1024 } }
+}
+
+async function lock(dir: string, why: string): Promise<DataDirLock> {
+  try {
+    return await lockDataDir(dir)
+  } catch (err) {
+    if (err instanceof DataDirLockedError) throw new MigrationError('data_dir_locked', `${why} (${err.message})`, { cause: err })
+    throw err
+  }
+}
+
+/** Refuses a cluster holding anything a move would write: it belongs to another deployment, or the cluster has already run. */
+async function refuseHeldState(config: Config, nc: NatsConnection, openTarget: (name: string, limits: ReturnType<(typeof MOVED_BUCKETS)[number]['limits']>) => Promise<KvBucket>, receipts: ReceiptTarget, begun: boolean): Promise<void> {
+  const held: string[] = []
+  for (const { name, limits } of MOVED_BUCKETS) {
+    const bucket = await openTarget(name, limits(config))
+    const values = (await bucket.status()).values
+    await bucket.close()
+    if (values > 0) held.push(`bucket ${name}: ${values} entries`)
+  }
+  const lastSeq = await streamLastSeq(nc, config.NATS_STREAM)
+  if (lastSeq > 0) held.push(`signal stream ${config.NATS_STREAM}: up to seq ${lastSeq}`)
+  const count = await receipts.count()
+  if (count > 0) held.push(`receipts: ${count}`)
+  if (held.length === 0) return
+  const hint = begun ? 'a move from this data folder began and did not end: run again with --resume to finish it' : 'a move goes into an empty cluster only; to move again, delete the cluster\'s streams, buckets and receipts first'
+  throw new MigrationError('cluster_not_empty', `the cluster already holds state (${held.join('; ')}): ${hint}`)
+}
+
+/** The embedded deployment's own admin token file, when the cluster's ADMIN_TOKEN is another token. */
+async function otherAdminToken(config: Config, dataDir: string): Promise<string | undefined> {
+  const file = join(dataDir, 'admin-token')
+  const kept = await readFile(file, 'utf8').catch(() => undefined)
+  return kept !== undefined && kept.trim() !== config.ADMIN_TOKEN ? file : undefined
+}
