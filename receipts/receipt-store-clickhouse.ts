@@ -4,6 +4,7 @@ import { MIGRATIONS } from './migrations/index.js'
 import type { DisputeStatusInput, OutcomeInput, OutcomeResult, Receipt, ReceiptInput, RecordResult, SourceStats } from './receipt.js'
 import { decodeCursor, encodeCursor } from './receipt-cursor.js'
 import { isReceiptId, receiptIdOf } from './receipt-id.js'
+import { readSourceActivity, type ActivityCounts, type ActivityWindow } from './receipt-activity.js'
 import { readSourceStats } from './receipt-stats.js'
 import { csvExportStatement, EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, pageKeysStatement, pageStatement, type ReceiptKey, recordedStatement, storedReceiptsStatement, type Statement } from './receipt-query.js'
 import type { ExportFormat, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
@@ -248,6 +249,10 @@ export class ClickHouseReceiptStore implements ReceiptStore {
 
   async sourceStats(sourceId: string, hours: { readonly fromMs: number; readonly toMs: number }): Promise<SourceStats> {
     return readSourceStats(this.#c.client, sourceId, hours)
+  }
+
+  async sourceActivity(sourceId: string, window: ActivityWindow): Promise<ActivityCounts[]> {
+    return readSourceActivity(this.#c.client, sourceId, window)
   }
 
   async ping(): Promise<void> {
