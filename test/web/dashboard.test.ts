@@ -1,6 +1,6 @@
 import { mkdirSync, readFileSync } from 'node:fs'
 import { chromium, type BrowserContext, type Page } from 'playwright-core'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { DASHBOARD_CSP, REFERENCE_CSP } from '../../gateway/web-pages.js'
 import { OPENAPI_FILE, OPENAPI_PLACEHOLDER_URL } from '../../schemas/index.js'
 import { call, payload, provision, push } from '../helpers/api.js'
@@ -62,7 +62,7 @@ async function signIn(w: Watched, token: string): Promise<void> {
 }
 
 /** The token stays in the tab: in sessionStorage, never in localStorage, a cookie or any URL the page asked for. */
-async function tokenKeptInTab(t: Tap.Test, w: Watched, token: string): Promise<void> {
+async function tokenKeptInTab(t: Test, w: Watched, token: string): Promise<void> {
   const stored = await w.page.evaluate(() => ({ session: Object.values(sessionStorage), local: localStorage.length, cookie: document.cookie }))
   t.same(stored, { session: [token], local: 0, cookie: '' }, 'the token is in sessionStorage only')
   t.same((await w.context.cookies()).length, 0, 'no cookie was set')
@@ -93,7 +93,7 @@ t.test('a creator signs in and sees its sources, key states, the signals per min
   await page.waitForSelector(`#keys-table >> text=${src.keyId}`)
   t.match(await page.textContent('#keys-table'), /active/)
   // The recorder writes the receipts a moment after the 202s; the view refreshes every 5 s.
-  await page.waitForFunction(() => /^[4-9]\d* signals/.test(document.querySelector('#stats-total')?.textContent ?? ''), undefined, { timeout: TIMEOUT })
+  await page.waitForFunction(() => parseInt(document.querySelector('#stats-total')?.textContent ?? '0', 10) >= 4, undefined, { timeout: TIMEOUT })
   t.equal(await page.getAttribute('.chart', 'data-severities'), 'critical,info,warning', 'one line per severity')
   t.ok(await page.$('.chart canvas'), 'the chart is drawn')
   await page.waitForFunction(() => document.querySelectorAll('#feed-table tbody tr').length >= 4)
@@ -170,5 +170,5 @@ t.test('the API reference renders the service\'s own OpenAPI document from local
   t.same(w.problems.filter((p) => /script/i.test(p)), [], 'no script refused or failing')
   await w.context.close()
   const served = (await call(gw.url, 'GET', '/v1/openapi.json')).body
-  t.same({ ...served, servers: [{ url: OPENAPI_PLACEHOLDER_URL }] }, JSON.parse(readFileSync(repoPath(OPENAPI_FILE), 'utf8')), `${OPENAPI_FILE} is what the service serves: run npm run openapi`)
+  t.same({ ...served, servers: [{ url: OPENAPI_PLACEHOLDER_URL }] }, JSON.parse(readFileSync(repoPath(OPENAPI_FILE), 'utf8')), `${OPENAPI_FILE} is what the service serves but for its server (npm run openapi writes it again)`)
 })

@@ -27,6 +27,12 @@ interface Attempt {
   status: number | null
   error: string | null
 }
+interface Webhook {
+  url: string
+  state: string
+  failing_since: string | null
+  disabled_reason: string | null
+}
 interface DeadLetter {
   event_id: string
   dead_at: string
@@ -86,6 +92,7 @@ export function renterView(root: HTMLElement, scope: ViewScope): void {
     if (rental === undefined) return
     const id = enc(rental.rental_id)
     try {
+      const hook = await api<Webhook>('GET', `/v1/rentals/${id}/webhook`)
       const r = await api<{ attempts: Attempt[]; dead_letters: DeadLetter[] }>('GET', `/v1/rentals/${id}/webhook/deliveries`)
       const resend = (eventId: string) => {
         const b = el('button', { type: 'button', class: 'resend', 'data-event': eventId }, 'Re-send')
@@ -99,13 +106,15 @@ export function renterView(root: HTMLElement, scope: ViewScope): void {
         return b
       }
       deliveries.show(
+        el('p', { id: 'webhook-endpoint' }, `${hook.data.url}: ${hook.data.state}`, hook.data.failing_since ? `, failing since ${when(hook.data.failing_since)}` : '', hook.data.disabled_reason ? ` (${hook.data.disabled_reason})` : ''),
         el('h3', {}, 'Attempts'),
         table('attempts-table', [['event', (a) => a.event_id], ['attempt', (a) => a.attempt], ['when', (a) => when(a.attempted_at)], ['result', (a) => a.result], ['status', (a) => a.status ?? '—'], ['error', (a) => a.error ?? ''], ['', (a) => resend(a.event_id)]], r.data.attempts, 'No attempts yet.'),
         el('h3', {}, 'Dead letters'),
         table('dead-letters-table', [['event', (d) => d.event_id], ['given up', (d) => when(d.dead_at)], ['attempts', (d) => d.attempts], ['last error', (d) => d.last_error ?? ''], ['', (d) => resend(d.event_id)]], r.data.dead_letters, 'No dead letters.'),
       )
     } catch (err) {
-      const e = err as { code?: string; status?: number }
+      // The endpoint's 404: none is set (the rental's own 404 would have failed the rental list first).
+      const e = err as { status?: number }
       deliveries.show(e.status === 404 ? el('p', { id: 'no-webhook', class: 'empty' }, 'No webhook is set for this rental.') : errorNote(err))
     }
   }
