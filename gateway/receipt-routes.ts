@@ -23,6 +23,7 @@ export const RECEIPT_PATHS: readonly string[] = [
   '/v1/byo/sources/:source_id/receipts',
   '/v1/byo/sources/:source_id/receipts/export',
   '/v1/byo/sources/:source_id/status',
+  '/v1/byo/sources/:source_id/stats',
   '/v1/usage',
   '/v1/admin/usage',
   '/v1/scoring/outcomes',

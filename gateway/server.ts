@@ -16,6 +16,7 @@ import { registerMetricsRoute } from './metrics-route.js'
 import { registerReceiptRoutes, type ReceiptRouteOptions } from './receipt-routes.js'
 import { registerRecorderMetrics, type RecorderReadings } from './recorder-metrics.js'
 import { ProvenAddresses } from './proven-addresses.js'
+import { registerWebPages } from './web-pages.js'
 import { registerDeliveryRoutes, registerOtherRoles, type DeliveryRouteOptions } from './role-routes.js'
 
 export interface GatewayOptions {
@@ -130,6 +131,7 @@ export async function startGateway(options: GatewayOptions): Promise<Gateway> {
   })
   registerMetricsRoute(parts, metrics, options.logger, Date.now)
   getRoute(parts, '/v1/openapi.json', (reply) => reply.send(200, openApiDocument(baseUrl)))
+  registerWebPages(parts)
   refuseOtherMethods(parts)
   registerOtherRoles(parts, options.role, { receiptsHere: options.receiptRoutes !== undefined, receiptsServedBy: options.receiptsServedBy })
   route(app, 'any', '/*', options.logger, (reply) => reply.fail(new ApiError('not_found', 'no such endpoint'), true))

@@ -9,3 +9,4 @@ export { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, OUTCOMES_PER_POST_MAX, RECORD_BATCH
 export type { ClickHouseReceiptStoreOptions } from './receipt-store-clickhouse.js'
 export type { ClickHouseTarget } from './clickhouse-connection.js'
 export { receiptIdOf, isReceiptId } from './receipt-id.js'
+export { ACTIVITY_BUCKET_MS, ACTIVITY_MAX_BUCKETS, type ActivityBucket, type ActivityCounts, type ActivityWindow } from './receipt-activity.js'

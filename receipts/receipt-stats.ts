@@ -4,6 +4,12 @@ import type { SourceStats } from './receipt.js'
 import { ReceiptStoreError } from './receipt-store-error.js'
 
 /**
+ * A folded receipt's outcome: the newest scoring's, or `pending` while no scorer posted one
+ * (an unscored receipt's tuple is all defaults, its scored_at the epoch).
+ */
+export const OUTCOME_OF_SCORING = "if(toUnixTimestamp64Milli(tupleElement(scoring, 1)) != 0, tupleElement(scoring, 6), 'pending')"
+
+/**
  * One source's figures in one statement: its receipts folded with FINAL (so a receipt
  * counts once, with the outcome its newest scoring gave it), test receipts left out, the
  * rows of a dispute about a receipt not yet recorded left out (signal_id is empty there).
@@ -20,7 +26,7 @@ const STATS_QUERY = `SELECT
     uniqExactIf(toStartOfHour(received), received >= fromUnixTimestamp64Milli({from_ms:Int64}, 'UTC') AND received < fromUnixTimestamp64Milli({to_ms:Int64}, 'UTC')) AS hours
   FROM (
     SELECT received_at AS received,
-      if(toUnixTimestamp64Milli(tupleElement(scoring, 1)) != 0, tupleElement(scoring, 6), 'pending') AS outcome
+      ${OUTCOME_OF_SCORING} AS outcome
     FROM receipts FINAL
     WHERE source_id = {source_id:String} AND test = false AND signal_id != ''
   )`

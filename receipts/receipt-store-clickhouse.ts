@@ -4,6 +4,7 @@ import { MIGRATIONS } from './migrations/index.js'
 import type { DisputeStatusInput, OutcomeInput, OutcomeResult, Receipt, ReceiptInput, RecordResult, SourceStats } from './receipt.js'
 import { decodeCursor, encodeCursor } from './receipt-cursor.js'
 import { isReceiptId, receiptIdOf } from './receipt-id.js'
+import { readSourceActivity, type ActivityCounts, type ActivityWindow } from './receipt-activity.js'
 import { readSourceStats } from './receipt-stats.js'
 import { csvExportStatement, EXPORT_COLUMNS, exportStatement, getStatement, keysStatement, pageKeysStatement, pageStatement, type ReceiptKey, recordedStatement, storedReceiptsStatement, type Statement } from './receipt-query.js'
 import type { ExportFormat, ExportPosition, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
@@ -266,6 +267,10 @@ export class ClickHouseReceiptStore implements ReceiptStore {
   /** Receipts held, each counted once. */
   receiptCount(): Promise<number> {
     return receiptCount(this.#c)
+  }
+
+  async sourceActivity(sourceId: string, window: ActivityWindow): Promise<ActivityCounts[]> {
+    return readSourceActivity(this.#c.client, sourceId, window)
   }
 
   async ping(): Promise<void> {

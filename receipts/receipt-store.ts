@@ -1,3 +1,4 @@
+import type { ActivityCounts, ActivityWindow } from './receipt-activity.js'
 import type { DisputeStatus, DisputeStatusInput, Outcome, OutcomeInput, OutcomeResult, Receipt, ReceiptInput, RecordResult, SourceStats } from './receipt.js'
 
 /** The list filters; every one is optional and they combine with AND. */
@@ -87,6 +88,11 @@ export interface ReceiptStore {
   recordDisputeStatuses(items: readonly DisputeStatusInput[]): Promise<void>
   /** A source's non-test receipts in figures (counts by outcome, last received_at, hours with signals within [fromMs, toMs)): its public status. */
   sourceStats(sourceId: string, hours: { readonly fromMs: number; readonly toMs: number }): Promise<SourceStats>
+  /**
+   * A source's non-test receipts counted per minute or hour of emitted_at, by severity and
+   * by outcome, over a window of at most ACTIVITY_MAX_BUCKETS buckets: every bucket, oldest first.
+   */
+  sourceActivity(sourceId: string, window: ActivityWindow): Promise<ActivityCounts[]>
   /** Resolves when the store answers a query; throws `unavailable` when it does not. */
   ping(): Promise<void>
   /** Waits for work under way and releases the engine or connection. Safe to call twice. */

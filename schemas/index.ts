@@ -20,6 +20,7 @@ export {
 export { RentalEndedEvent, SignalAcceptedEvent, SignalDisputedEvent, StreamGapEvent, type DeliveryEvent } from './events.js'
 export { CHAINS, checkManifest, enforcedMaxRate, Listing, Manifest, PUBLIC_DELAY_DEFAULT_S, PUBLIC_DELAY_MAX_S, PUBLIC_DELAY_MIN_S, publicDelaySeconds, rateCeilingProblem, ratePerMs, type RateCeiling } from './manifest.js'
 export { openApiDocument } from './openapi.js'
+export { OPENAPI_FILE, OPENAPI_PLACEHOLDER_URL, openApiFileText } from './openapi-file.js'
 export { compileCheck, type BodyCheck } from './schema-problem.js'
 export { AcceptedBody, isWithinSkew, MAX_SKEW_MS, NONCE_WINDOW_MS, SignalPayloadSchema, signingString } from './signal.js'
 export { checkCreateRental, CreateRentalRequest, RENTAL_STATES, RentalView } from './rentals.js'

@@ -20,6 +20,7 @@ import { OUTCOMES_BODY_MAX_BYTES, OUTCOMES_PER_POST_MAX, OutcomeItem, OutcomesAn
 import { AcceptedBody, SignalPayloadSchema } from './signal.js'
 import { bearer, control, errors, json, noInput, nullable, ok, path, time, withBody } from './openapi-parts.js'
 import { webhookPaths } from './openapi-webhooks.js'
+import { statsPaths } from './openapi-stats.js'
 import { streamPaths, streamSchemas, ticketScheme } from './openapi-streams.js'
 
 const query = (name: string, schema: object) => ({ name, in: 'query', schema })
@@ -262,6 +263,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           responses: { '200': { description: 'the source status', ...ok({ type: 'object' }) }, ...errors(401, 404, 503) },
         },
       },
+      ...statsPaths(),
       '/metrics': { get: { security: bearer, responses: { '200': { description: 'Prometheus text format (text/plain; version=0.0.4); the admin token or a metrics token' }, ...control(429) } } },
       '/v1/admin/rentals': {
         post: { security: bearer, requestBody: json(CreateRentalRequest), responses: { '201': { description: 'rental (admin token)', ...ok(RentalView) }, ...withBody(404, 409) } },

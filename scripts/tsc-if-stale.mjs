@@ -31,10 +31,13 @@ const TARGETS = {
   build: {
     tsconfig: 'tsconfig.build.json',
     args: [],
-    // The SDK's declarations, compiled with browser types only (its inputs are a subset of the build's).
-    then: ['tsconfig.sdk.json'],
-    // The service's entry, bundled in place (scripts/bundle-service.mjs says why).
-    after: 'scripts/bundle-service.mjs',
+    // The SDK's declarations, compiled with browser types only (its inputs are a subset of the
+    // build's); the web pages' scripts, checked with browser types (tsconfig.web.json emits nothing).
+    then: ['tsconfig.sdk.json', 'tsconfig.web.json'],
+    // The service's entry, bundled in place (scripts/bundle-service.mjs says why); the web pages (scripts/build-web.mjs).
+    after: ['scripts/bundle-service.mjs', 'scripts/build-web.mjs'],
+    // Inputs besides the tsconfig's: every file under these folders (the pages' HTML and CSS too).
+    folders: ['web'],
     // In dist/ itself: deleting dist/ deletes the stamp, so it is rebuilt.
     stamp: 'dist/.build-stamp.json',
     // A build `tsc` rewrites this file every time, so a build that did not go through this
@@ -46,7 +49,8 @@ const TARGETS = {
     tsconfig: 'tsconfig.test.json',
     args: [],
     then: [],
-    after: undefined,
+    after: [],
+    folders: [],
     // Emptied before each compile: a test file removed from test/ must not run on from here.
     clean: 'dist-test',
     // In dist-test/ itself: deleting the folder deletes the stamp, so it is compiled again.
@@ -55,7 +59,7 @@ const TARGETS = {
   },
 }
 
-const EXTRA_INPUTS = ['tsconfig.json', 'tsconfig.build.json', 'tsconfig.sdk.json', 'tsconfig.test.json', 'package.json', 'package-lock.json']
+const EXTRA_INPUTS = ['tsconfig.json', 'tsconfig.build.json', 'tsconfig.sdk.json', 'tsconfig.test.json', 'tsconfig.web.json', 'package.json', 'package-lock.json', 'scripts/bundle-service.mjs', 'scripts/build-web.mjs']
 
 /** The tsconfig's "include", following "extends" (a relative path) when it has none of its own. */
 function includeOf(tsconfigPath) {
@@ -74,14 +78,14 @@ function filesOf(include) {
   const files = []
   for (const pattern of include) {
     const folder = /^([\w./-]+)\/\*\*\/\*\.ts$/.exec(pattern)?.[1]
-    if (folder !== undefined) files.push(...tsFilesUnder(folder))
+    if (folder !== undefined) files.push(...filesUnder(folder))
     else if (!/[*?{}[\]]/.test(pattern)) files.push(pattern)
     else throw new Error(`scripts/tsc-if-stale.mjs does not understand the include pattern ${JSON.stringify(pattern)}: add it there`)
   }
   return files
 }
 
-function tsFilesUnder(folder) {
+function filesUnder(folder, all = false) {
   const out = []
   const walk = (dir) => {
     let entries
@@ -95,7 +99,7 @@ function tsFilesUnder(folder) {
       const path = `${dir}/${entry.name}`
       // tsc leaves node_modules out of wildcard includes, and dist/ holds its own output.
       if (entry.isDirectory() && entry.name !== 'node_modules') walk(path)
-      else if (entry.isFile() && entry.name.endsWith('.ts')) out.push(path)
+      else if (entry.isFile() && (all || entry.name.endsWith('.ts'))) out.push(path)
     }
   }
   walk(folder)
@@ -103,8 +107,8 @@ function tsFilesUnder(folder) {
 }
 
 /** sha256 over each input's path and content, in a fixed order: an added, removed or renamed file changes it too. */
-function inputHash(tsconfig) {
-  const files = [...new Set([...filesOf(includeOf(tsconfig)), ...EXTRA_INPUTS])].sort()
+function inputHash(target) {
+  const files = [...new Set([...filesOf(includeOf(target.tsconfig)), ...target.folders.flatMap((f) => filesUnder(f, true)), ...EXTRA_INPUTS])].sort()
   const hash = createHash('sha256')
   for (const file of files) {
     hash.update(`${file}\0`)
@@ -138,7 +142,7 @@ if (target === undefined || flags.some((f) => f !== '--force')) {
   process.exit(2)
 }
 
-const { hash, files } = inputHash(target.tsconfig)
+const { hash, files } = inputHash(target)
 const stamp = readStamp(target)
 const mtime = outputMtime(target)
 if (!flags.includes('--force') && stamp?.hash === hash && mtime !== undefined && stamp.outputMtimeMs === mtime) {
@@ -155,12 +159,12 @@ for (const tsconfig of [target.tsconfig, ...target.then]) {
   const run = spawnSync(process.execPath, [tsc, '-p', tsconfig, ...(tsconfig === target.tsconfig ? target.args : [])], { cwd: ROOT, stdio: 'inherit' })
   if (run.status !== 0) process.exit(run.status ?? 1)
 }
-if (target.after !== undefined) {
-  const run = spawnSync(process.execPath, [join(ROOT, target.after)], { cwd: ROOT, stdio: 'inherit' })
+for (const script of target.after) {
+  const run = spawnSync(process.execPath, [join(ROOT, script)], { cwd: ROOT, stdio: 'inherit' })
   if (run.status !== 0) process.exit(run.status ?? 1)
 }
 // Hashed again after the compile: an edit made while tsc ran leaves the next run stale, not current.
-const after = inputHash(target.tsconfig)
+const after = inputHash(target)
 if (after.hash === hash) {
   mkdirSync(dirname(join(ROOT, target.stamp)), { recursive: true })
   writeFileSync(join(ROOT, target.stamp), `${JSON.stringify({ hash, outputMtimeMs: outputMtime(target) ?? null })}\n`)

@@ -9,6 +9,7 @@ import { ExportSlots } from './export-slots.js'
 import { registerExportRoutes } from './export-route.js'
 import { ReceiptAccess } from './receipt-access.js'
 import { registerReceiptRoutes } from './receipt-routes.js'
+import { registerStatsRoute } from './stats-route.js'
 import type { ReadRateLimiter } from './read-rate-limiter.js'
 import type { ReadRates } from './read-route.js'
 import type { UsageMeter } from './usage-meter.js'
@@ -30,7 +31,7 @@ export interface ReadOptions {
   readonly metrics: MetricsRegistry
 }
 
-/** Registers the receipt reads, the exports and the usage endpoints. Exports first: their static path wins over `:receipt_id`. */
+/** Registers the receipt reads, the exports, a source's counts and the usage endpoints. Exports first: their static path wins over `:receipt_id`. */
 export function registerReadRoutes(parts: JsonRoutesParts, o: ReadOptions): void {
   const access = new ReceiptAccess(parts.registry, o.rentals)
   const r = { parts, clientAddresses: o.clientAddresses, limiter: o.limiter, rates: o.rates }
@@ -38,5 +39,6 @@ export function registerReadRoutes(parts: JsonRoutesParts, o: ReadOptions): void
   failures.register(o.metrics)
   registerExportRoutes(r, { store: o.receipts, access, slots: new ExportSlots(o.exportsPerCaller, o.exportsMax), meter: o.meter, logger: o.logger, idleTimeoutMs: o.exportIdleTimeoutMs, failures })
   registerReceiptRoutes(r, o.receipts, access)
+  registerStatsRoute(r, o.receipts, access)
   registerUsageRoutes(parts, o.meter)
 }

@@ -67,21 +67,23 @@ const resources = {
   'test receipt get': `/v1/byo/receipts/${id(pTest)}`,
   'Q export': `/v1/byo/sources/${Q}/receipts/export`,
   'cross list': '/v1/byo/receipts',
+  'P stats': `/v1/byo/sources/${P}/stats`,
+  'Q stats': `/v1/byo/sources/${Q}/stats`,
 } as const
 type Row = [string, string | undefined, number[]]
-//              P list P get P exp Q list Q old Q new test Q exp cross
+//              P list P get P exp Q list Q old Q new test Q exp cross P sta Q sta
 const table: Row[] = [
-  ['admin', gw.adminToken, [200, 200, 200, 200, 200, 200, 200, 200, 200]],
-  ['owner creator', owner.creatorToken, [200, 200, 200, 200, 200, 200, 200, 200, 200]],
-  ['other creator', stranger.creatorToken, [404, 404, 404, 200, 200, 404, 404, 404, 200]],
-  ['renter, active rental of P', renters.active, [200, 200, 200, 200, 200, 404, 404, 404, 200]],
-  ['renter, ended rental', renters.ended, [404, 404, 404, 200, 200, 404, 404, 404, 200]],
-  ['renter, expired rental', renters.expired, [404, 404, 404, 200, 200, 404, 404, 404, 200]],
-  ['renter, scheduled rental', renters.scheduled, [404, 404, 404, 200, 200, 404, 404, 404, 200]],
-  ['renter of another source', renters.other, [404, 404, 404, 200, 200, 404, 404, 404, 200]],
-  ['metrics token', metrics, [403, 403, 403, 403, 403, 403, 403, 403, 403]],
-  ['anonymous', undefined, [404, 404, 401, 200, 200, 404, 404, 401, 400]],
-  ['bad token', 'sgw_not_a_token_at_all_0000000000000000', [401, 401, 401, 401, 401, 401, 401, 401, 401]],
+  ['admin', gw.adminToken, [200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200]],
+  ['owner creator', owner.creatorToken, [200, 200, 200, 200, 200, 200, 200, 200, 200, 200, 200]],
+  ['other creator', stranger.creatorToken, [404, 404, 404, 200, 200, 404, 404, 404, 200, 404, 200]],
+  ['renter, active rental of P', renters.active, [200, 200, 200, 200, 200, 404, 404, 404, 200, 200, 200]],
+  ['renter, ended rental', renters.ended, [404, 404, 404, 200, 200, 404, 404, 404, 200, 404, 200]],
+  ['renter, expired rental', renters.expired, [404, 404, 404, 200, 200, 404, 404, 404, 200, 404, 200]],
+  ['renter, scheduled rental', renters.scheduled, [404, 404, 404, 200, 200, 404, 404, 404, 200, 404, 200]],
+  ['renter of another source', renters.other, [404, 404, 404, 200, 200, 404, 404, 404, 200, 404, 200]],
+  ['metrics token', metrics, [403, 403, 403, 403, 403, 403, 403, 403, 403, 403, 403]],
+  ['anonymous', undefined, [404, 404, 401, 200, 200, 404, 404, 401, 400, 404, 200]],
+  ['bad token', 'sgw_not_a_token_at_all_0000000000000000', [401, 401, 401, 401, 401, 401, 401, 401, 401, 401, 401]],
 ]
 
 t.test('principal × resource × status', async (t) => {
@@ -147,6 +149,36 @@ t.test('across sources: a renter reads its active rentals\' sources, the public 
   t.match(anon.body.error.message, /source_id/)
   t.same((await get(`/v1/byo/receipts?source_id=${Q}`)).body.data.map((r: any) => r.receipt_id), [id(qOld)])
   t.equal((await get(`/v1/byo/receipts?source_id=${P}`)).status, 404)
+})
+
+t.test('stats count what the reader may list: the public up to the delay, the owner everything, never a test receipt', async (t) => {
+  const window = `?bucket=hour&from=${new Date(Date.now() - 3 * HOUR).toISOString()}`
+  const pub = await get(resources['Q stats'] + window)
+  t.equal(pub.status, 200)
+  t.equal(pub.body.data.totals.total, 1, 'the receipt younger than public_delay_seconds is not counted')
+  t.ok(Date.parse(pub.body.data.to) <= Date.now() - HOUR, 'the window ends before the cutoff')
+  const own = await get(resources['Q stats'] + window, owner.creatorToken)
+  t.equal(own.body.data.totals.total, 2)
+  t.same(own.body.data.totals.severity, { [qOld.severity]: 1, [qFresh.severity]: 1 }, 'one of each severity')
+  t.equal(own.body.data.buckets.length, 3 + 1, 'every hour of the window, the one under way included')
+  const p = await get(resources['P stats'] + window, renters.active)
+  t.same([p.body.data.totals.total, p.body.data.totals.outcome], [1, { pending: 1, hit: 0, miss: 0, void: 0 }], 'the test receipt is not counted')
+  t.equal((await get(resources['P stats'], owner.creatorToken)).body.data.buckets.length, 60, 'by default the last hour by minute')
+})
+
+t.test('stats refuse a window they cannot answer with 400 invalid_request naming the problem', async (t) => {
+  const cases: [string, RegExp][] = [
+    ['?bucket=day', /bucket must be minute or hour/],
+    [`?from=${new Date(Date.now() - 25 * HOUR).toISOString()}`, /at most 1440.*bucket=hour/],
+    ['?from=2030-01-02T00:00:00Z&to=2030-01-01T00:00:00Z', /to must be after from/],
+    ['?from=yesterday', /from must be an ISO 8601/],
+    ['?window=1h', /unknown query parameter "window"/],
+  ]
+  for (const [query, message] of cases) {
+    const res = await get(resources['P stats'] + query, owner.creatorToken)
+    t.same([res.status, res.body.error.code], [400, 'invalid_request'], query)
+    t.match(res.body.error.message, message, query)
+  }
 })
 
 t.test('a public cursor keeps its walk\'s cutoff, and one claiming a later cutoff is refused', async (t) => {

@@ -61,6 +61,9 @@ export class FaultyStore implements ReceiptStore {
   sourceStats(...args: Parameters<ReceiptStore['sourceStats']>) {
     return this.#store.sourceStats(...args)
   }
+  sourceActivity(...args: Parameters<ReceiptStore['sourceActivity']>) {
+    return this.#store.sourceActivity(...args)
+  }
   recordOutcomes(items: Parameters<ReceiptStore['recordOutcomes']>[0]) {
     return this.#store.recordOutcomes(items)
   }

@@ -44,6 +44,38 @@ t.test('figures: counts by folded outcome, the newest received_at and distinct h
   await t.rejects(store.sourceStats(source, { fromMs: -1, toMs: 0 }), { code: 'invalid_argument' })
 })
 
+t.test('activity: receipts counted per bucket of emitted_at by severity and by folded outcome, every bucket of the window listed, test receipts and dispute-only rows left out', async (t) => {
+  const source = 'activity-src'
+  const MIN = 60_000
+  await store.record([
+    receiptInput(201, { source_id: source, emitted_at: at(0, 0), severity: 'info' }),
+    receiptInput(202, { source_id: source, emitted_at: new Date(base + 59_999).toISOString(), severity: 'critical' }),
+    receiptInput(203, { source_id: source, emitted_at: at(0, 2), severity: 'info' }),
+    // Outside the window [0:00, 0:03): before it and at its end.
+    receiptInput(204, { source_id: source, emitted_at: new Date(base - 1).toISOString() }),
+    receiptInput(205, { source_id: source, emitted_at: at(0, 3) }),
+    receiptInput(206, { source_id: source, emitted_at: at(0, 1), test: true }),
+    receiptInput(207, { source_id: 'activity-other', emitted_at: at(0, 1) }),
+  ])
+  await store.recordDisputeStatuses([{ source_id: source, signal_id: 'never-recorded', emitted_at: at(0, 1), dispute_status: 'open', changed_at: at(0, 1) }])
+  const id = receiptIdOf(source, receiptInput(202).signal_id)
+  await store.recordOutcomes([{ receipt_id: id, window_start: at(0), window_end: at(1), baseline: 1, outcome: 'hit', scored_at: at(1) }])
+
+  const minutes = await store.sourceActivity(source, { fromMs: base, toMs: base + 3 * MIN, bucket: 'minute' })
+  t.same(minutes, [
+    { startMs: base, total: 2, bySeverity: { info: 1, critical: 1 }, byOutcome: { pending: 1, hit: 1, miss: 0, void: 0 } },
+    { startMs: base + MIN, total: 0, bySeverity: {}, byOutcome: { pending: 0, hit: 0, miss: 0, void: 0 } },
+    { startMs: base + 2 * MIN, total: 1, bySeverity: { info: 1 }, byOutcome: { pending: 1, hit: 0, miss: 0, void: 0 } },
+  ])
+  const hours = await store.sourceActivity(source, { fromMs: base - HOUR, toMs: base + HOUR, bucket: 'hour' })
+  t.same(hours.map((b) => [b.startMs, b.total]), [[base - HOUR, 1], [base, 4]])
+  for (const bad of [
+    { fromMs: base + 1, toMs: base + MIN, bucket: 'minute' as const },
+    { fromMs: base, toMs: base, bucket: 'minute' as const },
+    { fromMs: base, toMs: base + 1441 * MIN, bucket: 'minute' as const },
+  ]) await t.rejects(store.sourceActivity(source, bad), { code: 'invalid_argument' }, JSON.stringify(bad))
+})
+
 t.test('the uptime span: whole hours from the hour of creation, at most 720 back, the hour under way left out', async (t) => {
   const now = base + 50 * HOUR + 17 * 60_000
   t.same(uptimeSpan(new Date(base + 47 * HOUR + 59 * 60_000).toISOString(), now), { fromMs: base + 47 * HOUR, toMs: base + 50 * HOUR })

@@ -1,0 +1,2 @@
+/** Style sheets imported for esbuild to bundle into app.css. */
+declare module '*.css'
