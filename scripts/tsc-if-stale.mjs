@@ -3,6 +3,7 @@
 //
 //   node scripts/tsc-if-stale.mjs build [--force]      tsc -p tsconfig.build.json   (dist/)
 //   node scripts/tsc-if-stale.mjs typecheck [--force]  tsc -p tsconfig.test.json     (dist-test/)
+//   node scripts/tsc-if-stale.mjs sdk [--force]        tsc -p tsconfig.sdk.json      (sdk/dist/, the SDK package alone)
 //
 // The typecheck covers every file, the tests included, and compiles them all to dist-test/,
 // which is what tap runs: plain JavaScript starts about 1.1 s of CPU sooner per test file
@@ -31,7 +32,9 @@ const TARGETS = {
   build: {
     tsconfig: 'tsconfig.build.json',
     args: [],
-    // The SDK's declarations, compiled with browser types only (its inputs are a subset of the build's).
+    // The SDK package (sdk/dist/: JavaScript and declarations, browser types only; its inputs
+    // are a subset of the build's). Before the bundle: the service imports the signing string
+    // from @signal-ingest-gateway/sdk, the workspace link to sdk/, whose exports name sdk/dist/.
     then: ['tsconfig.sdk.json'],
     // The service's entry, bundled in place (scripts/bundle-service.mjs says why).
     after: 'scripts/bundle-service.mjs',
@@ -40,7 +43,18 @@ const TARGETS = {
     // A build `tsc` rewrites this file every time, so a build that did not go through this
     // script (a bare `npx tsc -p tsconfig.build.json` of other sources) changes its mtime
     // and the stamp no longer vouches for dist/.
-    output: 'dist/service/main.js',
+    // And the SDK's entry: deleting sdk/dist/ alone rebuilds too.
+    outputs: ['dist/service/main.js', 'sdk/dist/index.js'],
+  },
+  // What the SDK package's prepack runs (`npm pack -w sdk`): the SDK without the service.
+  sdk: {
+    tsconfig: 'tsconfig.sdk.json',
+    args: [],
+    then: [],
+    after: undefined,
+    clean: 'sdk/dist',
+    stamp: 'sdk/dist/.build-stamp.json',
+    outputs: ['sdk/dist/index.js'],
   },
   typecheck: {
     tsconfig: 'tsconfig.test.json',
@@ -51,11 +65,11 @@ const TARGETS = {
     clean: 'dist-test',
     // In dist-test/ itself: deleting the folder deletes the stamp, so it is compiled again.
     stamp: 'dist-test/.typecheck-stamp.json',
-    output: undefined,
+    outputs: [],
   },
 }
 
-const EXTRA_INPUTS = ['tsconfig.json', 'tsconfig.build.json', 'tsconfig.sdk.json', 'tsconfig.test.json', 'package.json', 'package-lock.json']
+const EXTRA_INPUTS = ['tsconfig.json', 'tsconfig.build.json', 'tsconfig.sdk.json', 'tsconfig.test.json', 'package.json', 'package-lock.json', 'sdk/package.json']
 
 /** The tsconfig's "include", following "extends" (a relative path) when it has none of its own. */
 function includeOf(tsconfigPath) {
@@ -66,22 +80,36 @@ function includeOf(tsconfigPath) {
 }
 
 /**
+ * The tsconfig's "exclude", following "extends" like includeOf. Only plain folder paths
+ * are understood (sdk/dist: the SDK's output, whose .d.ts files would otherwise count as
+ * inputs and make every build stale the moment it wrote them).
+ */
+function excludeOf(tsconfigPath) {
+  const config = JSON.parse(readFileSync(join(ROOT, tsconfigPath), 'utf8'))
+  const exclude = config.exclude ?? (typeof config.extends === 'string' && config.extends.startsWith('.') ? excludeOf(join(dirname(tsconfigPath), config.extends)) : [])
+  for (const pattern of exclude) {
+    if (/[*?{}[\]]/.test(pattern)) throw new Error(`scripts/tsc-if-stale.mjs does not understand the exclude pattern ${JSON.stringify(pattern)}: add it there`)
+  }
+  return exclude
+}
+
+/**
  * The files an "include" list names. Only the two forms this project uses are understood,
  * a file path and `folder/**\/*.ts`; any other pattern is refused rather than guessed at,
  * since a missed input would leave dist/ out of date without a word.
  */
-function filesOf(include) {
+function filesOf(include, exclude) {
   const files = []
   for (const pattern of include) {
     const folder = /^([\w./-]+)\/\*\*\/\*\.ts$/.exec(pattern)?.[1]
-    if (folder !== undefined) files.push(...tsFilesUnder(folder))
+    if (folder !== undefined) files.push(...tsFilesUnder(folder, new Set(exclude)))
     else if (!/[*?{}[\]]/.test(pattern)) files.push(pattern)
     else throw new Error(`scripts/tsc-if-stale.mjs does not understand the include pattern ${JSON.stringify(pattern)}: add it there`)
   }
   return files
 }
 
-function tsFilesUnder(folder) {
+function tsFilesUnder(folder, excluded) {
   const out = []
   const walk = (dir) => {
     let entries
@@ -94,7 +122,7 @@ function tsFilesUnder(folder) {
     for (const entry of entries) {
       const path = `${dir}/${entry.name}`
       // tsc leaves node_modules out of wildcard includes, and dist/ holds its own output.
-      if (entry.isDirectory() && entry.name !== 'node_modules') walk(path)
+      if (entry.isDirectory() && entry.name !== 'node_modules' && !excluded.has(path)) walk(path)
       else if (entry.isFile() && entry.name.endsWith('.ts')) out.push(path)
     }
   }
@@ -104,7 +132,7 @@ function tsFilesUnder(folder) {
 
 /** sha256 over each input's path and content, in a fixed order: an added, removed or renamed file changes it too. */
 function inputHash(tsconfig) {
-  const files = [...new Set([...filesOf(includeOf(tsconfig)), ...EXTRA_INPUTS])].sort()
+  const files = [...new Set([...filesOf(includeOf(tsconfig), excludeOf(tsconfig)), ...EXTRA_INPUTS])].sort()
   const hash = createHash('sha256')
   for (const file of files) {
     hash.update(`${file}\0`)
@@ -114,12 +142,12 @@ function inputHash(tsconfig) {
   return { hash: hash.digest('hex'), files: files.length }
 }
 
-function outputMtime(target) {
-  if (target.output === undefined) return null
+/** The outputs' modification times, or undefined when one is missing (never current then). */
+function outputMtimes(target) {
   try {
-    return statSync(join(ROOT, target.output)).mtimeMs
+    return target.outputs.map((file) => statSync(join(ROOT, file)).mtimeMs)
   } catch {
-    return undefined // no output: never current
+    return undefined
   }
 }
 
@@ -134,14 +162,14 @@ function readStamp(target) {
 const [name, ...flags] = process.argv.slice(2)
 const target = TARGETS[name]
 if (target === undefined || flags.some((f) => f !== '--force')) {
-  console.error('usage: node scripts/tsc-if-stale.mjs build|typecheck [--force]')
+  console.error('usage: node scripts/tsc-if-stale.mjs build|sdk|typecheck [--force]')
   process.exit(2)
 }
 
 const { hash, files } = inputHash(target.tsconfig)
 const stamp = readStamp(target)
-const mtime = outputMtime(target)
-if (!flags.includes('--force') && stamp?.hash === hash && mtime !== undefined && stamp.outputMtimeMs === mtime) {
+const mtimes = outputMtimes(target)
+if (!flags.includes('--force') && stamp?.hash === hash && mtimes !== undefined && JSON.stringify(stamp.outputMtimesMs) === JSON.stringify(mtimes)) {
   console.error(`${name}: current (${files} inputs unchanged since the last successful run), tsc skipped`)
   process.exit(0)
 }
@@ -163,6 +191,6 @@ if (target.after !== undefined) {
 const after = inputHash(target.tsconfig)
 if (after.hash === hash) {
   mkdirSync(dirname(join(ROOT, target.stamp)), { recursive: true })
-  writeFileSync(join(ROOT, target.stamp), `${JSON.stringify({ hash, outputMtimeMs: outputMtime(target) ?? null })}\n`)
+  writeFileSync(join(ROOT, target.stamp), `${JSON.stringify({ hash, outputMtimesMs: outputMtimes(target) ?? null })}\n`)
 }
 console.error(`${name}: tsc -p ${target.tsconfig}${target.args.map((a) => ` ${a}`).join('')} in ${Date.now() - t0} ms (${relative(ROOT, join(ROOT, target.stamp))} ${after.hash === hash ? 'written' : 'not written: inputs changed meanwhile'})`)

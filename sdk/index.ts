@@ -1,5 +1,5 @@
 /**
- * The creator SDK (`signal-ingest-gateway/sdk`): load a source's Ed25519 key, onboard a
+ * The creator SDK (`@signal-ingest-gateway/sdk`, the package in this folder): load a source's Ed25519 key, onboard a
  * source with the creator's token, push signed signals with retries. It runs on Node 20,
  * in browsers and in edge runtimes: it needs fetch, WebCrypto's getRandomValues and
  * TextEncoder, signs with WebCrypto's Ed25519 where present and @noble/ed25519 otherwise,
