@@ -86,6 +86,9 @@ const Env = {
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const
 
+/** Every variable's name, for the checks that deployment files set only these. */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(Env)
+
 type Spec = (typeof Env)[keyof typeof Env]
 type ValueOf<S extends Spec> = S extends { type: 'int' } ? number : S extends { type: 'enum'; values: readonly (infer V)[] } ? V : string
 
