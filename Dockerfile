@@ -29,6 +29,7 @@ COPY schemas schemas
 COPY sdk sdk
 COPY service service
 COPY storage storage
+COPY tracing tracing
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim
