@@ -1,4 +1,4 @@
-import { isRetryableStatus, nextDelayMs, retryAfterMs } from '../sdk/index.js'
+import { isRetryableStatus, nextDelayMs, retryAfterMs } from '@signal-ingest-gateway/sdk'
 import { CliError, EXIT } from './exit-codes.js'
 import { tokenOf, type Settings } from './settings.js'
 

@@ -1,5 +1,5 @@
 import { readFileSync, writeFileSync } from 'node:fs'
-import { generateCreatorKeyPem, loadCreatorKey, type CreatorKey } from '../sdk/index.js'
+import { generateCreatorKeyPem, loadCreatorKey, type CreatorKey } from '@signal-ingest-gateway/sdk'
 import { CliError, EXIT, usageError } from './exit-codes.js'
 
 /** A source's private key from a PEM file (or any form loadCreatorKey reads); a bad file is a usage error. */

@@ -1,5 +1,5 @@
 import { closeSync, existsSync, openSync, readSync, statSync, truncateSync, writeSync } from 'node:fs'
-import { nextDelayMs } from '../sdk/index.js'
+import { nextDelayMs } from '@signal-ingest-gateway/sdk'
 import { CliError, EXIT } from './exit-codes.js'
 import { describe } from './gateway-call.js'
 import { ExportRowTracker, positionOf } from './export-rows.js'

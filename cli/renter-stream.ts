@@ -1,4 +1,4 @@
-import { GatewaySdkError, RenterApiError, RenterClient, type RentalEvent } from '../sdk/index.js'
+import { GatewaySdkError, RenterApiError, RenterClient, type RentalEvent } from '@signal-ingest-gateway/sdk'
 import { CliError, EXIT } from './exit-codes.js'
 import { note } from './output.js'
 import { tokenOf, type Settings } from './settings.js'

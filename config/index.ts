@@ -83,8 +83,14 @@ const Env = {
   STREAM_TICKETS_MAX_PER_RENTAL: { type: 'int', default: 20, min: 1, max: 1000, help: 'stream tickets one rental may have outstanding (issued, not used, not expired) at once, over every process sharing the tickets; the next gets 429 with Retry-After' },
   STREAM_TICKETS_MAX_PER_RENTER: { type: 'int', default: 200, min: 1, max: 5000, help: 'stream tickets one renter may have outstanding at once over all its rentals, over every process sharing the tickets; the next gets 429 with Retry-After' },
   STREAM_END_SETTLE_MS: { type: 'int', default: 2000, min: 0, max: 120_000, help: 'how long after a rental ends its streams and polls wait before byo.rental.ended, for signals received before the end whose append lands just after it' },
+  OTEL_EXPORTER_OTLP_ENDPOINT: { type: 'string', default: '', help: 'base URL of an OpenTelemetry collector taking OTLP over HTTP (http://collector:4318): spans of ingest, the log append, recording and webhook delivery are posted to <it>/v1/traces; empty turns tracing off' },
+  OTEL_SERVICE_NAME: { type: 'string', default: 'signal-ingest-gateway', help: 'service.name of the exported spans' },
+  TRACE_SAMPLE_PERCENT: { type: 'int', default: 100, min: 1, max: 100, help: 'percentage of traces recorded when tracing is on (by trace id; a span whose parent is recorded is recorded too)' },
   SHUTDOWN_GRACE_MS: { type: 'int', default: 10_000, min: 0, max: 600_000, help: 'how long SIGTERM waits for in-flight requests' },
 } as const
+
+/** Every variable's name, for the checks that deployment files set only these. */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(Env)
 
 type Spec = (typeof Env)[keyof typeof Env]
 type ValueOf<S extends Spec> = S extends { type: 'int' } ? number : S extends { type: 'enum'; values: readonly (infer V)[] } ? V : string
@@ -98,7 +104,7 @@ export type Role = Config['ROLE']
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_', 'WEBHOOK_', 'DELIVERY_KEY', 'STREAM_']
+const OWN_PREFIXES = ['GATEWAY_', 'TRACE_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_', 'WEBHOOK_', 'DELIVERY_KEY', 'STREAM_']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to
@@ -175,6 +181,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`JOURNAL_RETENTION_MAX_AGE_S=${config.JOURNAL_RETENTION_MAX_AGE_S} is shorter than DEDUP_WINDOW_S=${config.DEDUP_WINDOW_S}: the journal must keep at least the dedup window`)
   }
   if (config.NATS_URL !== '') checkClusterConfig(config)
+  // The exporter is given <endpoint>/v1/traces: a path of the endpoint's own would be kept before it.
+  if (config.OTEL_EXPORTER_OTLP_ENDPOINT !== '' && !/^https?:\/\/[^\s/?#]+(\/[^\s?#]*)?$/i.test(config.OTEL_EXPORTER_OTLP_ENDPOINT)) {
+    throw new ConfigError(`OTEL_EXPORTER_OTLP_ENDPOINT=${JSON.stringify(config.OTEL_EXPORTER_OTLP_ENDPOINT)} is not valid: ${Env.OTEL_EXPORTER_OTLP_ENDPOINT.help}`)
+  }
   try {
     parseTrustedProxies(config.TRUSTED_PROXIES)
   } catch (err) {

@@ -2,7 +2,7 @@
 // Run with: GATEWAY_URL, CREATOR_TOKEN (your creator token), AGENT_ID (your agent)
 // and KEY_FILE (the PEM file `openssl genpkey -algorithm ed25519` wrote).
 import { readFile } from 'node:fs/promises'
-import { CreatorClient, loadCreatorKey, PushError, SourceClient } from 'signal-ingest-gateway/sdk'
+import { CreatorClient, loadCreatorKey, PushError, SourceClient } from '@signal-ingest-gateway/sdk'
 
 const gatewayUrl = process.env.GATEWAY_URL
 const key = await loadCreatorKey(await readFile(process.env.KEY_FILE, 'utf8'))

@@ -3,12 +3,14 @@ import type { Logger } from 'pino'
 import type { IngestPipeline, RefusalHistory, SignedRequest, VerifyPool } from '../pipeline/index.js'
 import { isValidSignalId, keyOrClockRefusal, parseIsoUtc, parseStrictJson, unknownKeyRefusal } from '../pipeline/index.js'
 import type { LiveKey, Registry, SourceRecord } from '../registry/index.js'
-import { ApiError } from '../schemas/index.js'
+import { ApiError, ERROR_STATUS } from '../schemas/index.js'
+import { tracingOn } from '../tracing/index.js'
 import type { BodyReader } from './http/body-reader.js'
 import type { Metrics } from './metrics.js'
 import type { Reply } from './http/reply.js'
 import type { RouteHandler } from './http/route.js'
 import { framingProblem } from './http/framing.js'
+import { endIngestSpan, startIngestSpan } from './ingest-spans.js'
 import { addressKey, addressText, type ClientAddresses } from './client-address.js'
 import { laneOf, type ProvenAddresses } from './proven-addresses.js'
 import { collectIngestHeaders, isValidKeyId, isValidNonce, parseSignatureHeader, type IngestHeaders } from './ingest-headers.js'
@@ -190,12 +192,15 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
           bodySha256: hash('sha256', body, 'hex'),
           json,
           nonceClaimed: false,
+          // Started only with tracing on: off, the request costs one boolean read here.
+          span: tracingOn() ? startIngestSpan(receivedAtMs, urlSourceId) : undefined,
         }
         parts.pipeline.process(signed).then(
           (accepted) => {
             // Not every 202 claimed a nonce: a retry can be answered from dedup without one.
             if (signed.nonceClaimed) proven.prove(key.record.key_id, address)
             reply.send(202, accepted)
+            if (signed.span !== undefined) endIngestSpan(signed.span, 202, accepted.deduplicated === true)
             parts.metrics.accepted(parts.now() - receivedAtMs, accepted.deduplicated === true)
             logger.debug({ request_id: reply.requestId, source_id: urlSourceId, signal_id: accepted.signal_id }, 'ingest accepted')
           },
@@ -203,7 +208,9 @@ export function ingestHandler(parts: IngestEdgeParts): RouteHandler {
             // Refused after its nonce was claimed: still signed by the key holder, fresh.
             if (signed.nonceClaimed) proven.prove(key.record.key_id, address)
             ctx.nonce = signed.nonceClaimed ? nonce : undefined
-            refuse(reply, ctx, err instanceof ApiError ? err : new ApiError('internal_error', 'the signal could not be stored; retry', { cause: err }))
+            const error = err instanceof ApiError ? err : new ApiError('internal_error', 'the signal could not be stored; retry', { cause: err })
+            if (signed.span !== undefined) endIngestSpan(signed.span, ERROR_STATUS[error.code], false, error.code)
+            refuse(reply, ctx, error)
           },
         )
       },

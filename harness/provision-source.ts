@@ -1,4 +1,4 @@
-import { CreatorClient, loadCreatorKey } from '../sdk/index.js'
+import { CreatorClient, loadCreatorKey } from '@signal-ingest-gateway/sdk'
 import { apiRequest, type GatewayResponse } from './api-request.js'
 
 /**

@@ -1,5 +1,5 @@
 import { createHash, createPrivateKey, randomBytes, sign, type KeyObject } from 'node:crypto'
-import { signingString as signedFields } from '../schemas/signing-string.js'
+import { signingString as signedFields } from '@signal-ingest-gateway/sdk/signing-string'
 
 /**
  * A synchronous signer on node:crypto for the tests and the benchmark, beside the creator

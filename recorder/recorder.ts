@@ -5,6 +5,7 @@ import { Backoff } from './backoff.js'
 import { DisputeSync } from './dispute-sync.js'
 import { mapRecord } from './receipt-input.js'
 import type { RecorderCounts, RecorderOptions, RecorderState, RecorderStatus } from './recorder-options.js'
+import { endSpan, startSpan, tracingOn, type Span } from '../tracing/index.js'
 
 /** How long one fetch waits for an append while idle; close ends the wait at once. */
 const IDLE_WAIT_MS = 30_000
@@ -163,13 +164,17 @@ export class Recorder {
         continue
       }
       if (records.length === 0) continue
+      // A trace of its own per batch: the log's records do not carry their requests' trace context.
+      const span = tracingOn() ? startSpan('recorder.batch', { attributes: { 'sgw.records': records.length, 'sgw.log.first_seq': records[0]!.seq, 'sgw.log.last_seq': records[records.length - 1]!.seq } }) : undefined
       try {
-        await this.#record(consumer, records)
+        await this.#record(consumer, records, span)
+        if (span !== undefined) endSpan(span)
         backoff.reset()
         this.#retrying = false
         this.#lastError = undefined
         if (this.#disputesWaiting) this.#wake()
       } catch (err) {
+        if (span !== undefined) endSpan(span, 'batch_failed')
         consumer.nak()
         // The failed insert may have landed all the same (the answer was lost, not the write).
         this.#verifyNext = true
@@ -224,7 +229,7 @@ export class Recorder {
   }
 
   /** One batch: receipts written, then the position acknowledged. Throws without acknowledging anything. */
-  async #record(consumer: LogConsumer, records: readonly LogRecord[]): Promise<void> {
+  async #record(consumer: LogConsumer, records: readonly LogRecord[], span: Span | undefined): Promise<void> {
     const inputs: ReceiptInput[] = []
     const undecodable: Array<{ seq: number; why: string }> = []
     let unknown: string[] = []
@@ -249,7 +254,15 @@ export class Recorder {
       // Idempotent and cheap once open: a store that could not be opened at start is opened here.
       await this.#o.store.open()
       // The first batch after a start or a failed attempt may already be in the store.
-      const result = await this.#o.store.record(inputs, { verify: this.#verifyNext })
+      const insert = span === undefined ? undefined : startSpan('receipt_store.insert', { parent: span, attributes: { 'sgw.receipts': inputs.length } })
+      const result = await this.#o.store.record(inputs, { verify: this.#verifyNext }).catch((err: unknown) => {
+        if (insert !== undefined) endSpan(insert, 'insert_failed')
+        throw err
+      })
+      if (insert !== undefined) {
+        insert.setAttributes({ 'sgw.receipts.recorded': result.recorded, 'sgw.receipts.already_recorded': result.alreadyRecorded })
+        endSpan(insert)
+      }
       if (this.#destroyed) return
       this.#counts.recorded += result.recorded
       this.#counts.alreadyRecorded += result.alreadyRecorded

@@ -1,6 +1,6 @@
 import Type from 'typebox'
 
-export { signingString } from './signing-string.js'
+export { signingString } from '@signal-ingest-gateway/sdk/signing-string'
 
 /** The one skew limit for both checks: the request timestamp against the server clock, and the payload ts against the request timestamp, either way. */
 export const MAX_SKEW_MS = 300_000

@@ -1,5 +1,5 @@
 /**
- * The gateway's SDK (`signal-ingest-gateway/sdk`). For creators: load a source's Ed25519
+ * The gateway's SDK (`@signal-ingest-gateway/sdk`, the package in this folder). For creators: load a source's Ed25519
  * key, onboard a source with the creator's token, push signed signals with retries. For
  * renters: read a rental's events (a resumed event stream, or polling), steer its webhook,
  * and verify a delivery (`v1a` Ed25519 or `v1` HMAC-SHA256). It runs on Node 20, in

@@ -1,6 +1,6 @@
 import { sha256 } from '@noble/hashes/sha2.js'
 // The gateway verifies with this same function: one definition of what is signed.
-import { signingString } from '../schemas/signing-string.js'
+import { signingString } from './signing-string.js'
 import { toBase64, toHex, utf8Bytes } from './bytes.js'
 import type { Ed25519Signer } from './ed25519-signer.js'
 

@@ -55,6 +55,8 @@ export async function startService(config: Config, logger: Logger): Promise<Runn
 async function startOnLockedDir(config: Config, logger: Logger, dataDir: string): Promise<RunningService> {
   const role = config.ROLE
   const runs = ROLE_PARTS[role]
+  // Loaded only when on: the tracing SDK and its exporter stay out of a process without it.
+  const tracing = config.OTEL_EXPORTER_OTLP_ENDPOINT === '' ? undefined : (await import('../tracing/tracing-setup.js')).startTracing(config, logger)
   // Start time grows with the state read back from disk; operators see where it went.
   const steps = stepTimer()
   const admin = await adminToken(config, dataDir)
@@ -194,6 +196,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         // Saves the ingest state for the next start only if the log closed cleanly.
         await gatewayPart?.close(failure === undefined).catch((err: unknown) => (failure ??= err))
         await backends.close().catch((err: unknown) => (failure ??= err))
+        // Last: the spans of the stop itself go out too.
+        await tracing?.shutdown()
         if (failure !== undefined) throw failure
       })()),
   }

@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { PushError, SourceClient } from '../../sdk/index.js'
+import { PushError, SourceClient } from '@signal-ingest-gateway/sdk'
 import { CliError, EXIT, usageError } from '../exit-codes.js'
 import { enc, gatewayCall } from '../gateway-call.js'
 import { readKeyFile, writeNewKeyFile } from '../key-file.js'

@@ -1,5 +1,5 @@
 import type { Command } from 'commander'
-import { newWebhookSecret, signWebhookV1, type RentalEvent } from '../../sdk/index.js'
+import { newWebhookSecret, signWebhookV1, type RentalEvent } from '@signal-ingest-gateway/sdk'
 import { usageError } from '../exit-codes.js'
 import { positiveInt } from '../option-parsers.js'
 import { note } from '../output.js'

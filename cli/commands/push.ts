@@ -1,6 +1,6 @@
 import { createInterface } from 'node:readline'
 import type { Command } from 'commander'
-import { PushError, SourceClient } from '../../sdk/index.js'
+import { PushError, SourceClient } from '@signal-ingest-gateway/sdk'
 import { CliError, EXIT, usageError } from '../exit-codes.js'
 import { readKeyFile } from '../key-file.js'
 import { jsonObject, positiveInt } from '../option-parsers.js'

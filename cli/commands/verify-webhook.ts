@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs'
 import type { Command } from 'commander'
-import { verifyWebhook, WebhookVerificationError } from '../../sdk/index.js'
+import { verifyWebhook, WebhookVerificationError } from '@signal-ingest-gateway/sdk'
 import { CliError, EXIT, usageError } from '../exit-codes.js'
 import { gatewayCall } from '../gateway-call.js'
 import { printResult } from '../output.js'

@@ -11,6 +11,8 @@ import type { LoopContext } from './loop-context.js'
 import { RentalLoop } from './webhook-loop.js'
 import type { DeliveryAttempt, WebhookEndpoint, WebhookState } from './webhook-state.js'
 import { WebhookUrlError } from './webhook-url.js'
+import { endWebhookSpan, startWebhookSpan } from './webhook-span.js'
+import { traceparentOf, tracingOn } from '../../tracing/index.js'
 
 export interface WebhookWorkerOptions {
   readonly log: SignalLog
@@ -56,8 +58,27 @@ const MAX_ANSWER_BYTES = 64 * 1024
 /** The pause before a loop that failed on its storage starts again. */
 const LOOP_RESTART_MS = 5_000
 
-/** One POST of a signed event; never throws. */
+/**
+ * One POST of a signed event; never throws. With tracing on, the attempt is a
+ * `webhook.deliver` span and the request carries its `traceparent`, so a receiver that
+ * traces continues the trace; with it off, neither.
+ */
 export async function sendWebhook(options: Pick<WebhookWorkerOptions, 'dispatcher' | 'keys' | 'timeoutMs'>, url: string, webhookId: string, body: string, now: number): Promise<AttemptOutcome> {
+  if (!tracingOn()) return attemptWebhook(options, url, webhookId, body, now, undefined)
+  const span = startWebhookSpan(webhookId)
+  const outcome = await attemptWebhook(options, url, webhookId, body, now, traceparentOf(span))
+  endWebhookSpan(span, outcome)
+  return outcome
+}
+
+async function attemptWebhook(
+  options: Pick<WebhookWorkerOptions, 'dispatcher' | 'keys' | 'timeoutMs'>,
+  url: string,
+  webhookId: string,
+  body: string,
+  now: number,
+  traceparent: string | undefined,
+): Promise<AttemptOutcome> {
   const started = performance.now()
   const timestamp = Math.floor(now / 1000)
   const headers = {
@@ -66,6 +87,7 @@ export async function sendWebhook(options: Pick<WebhookWorkerOptions, 'dispatche
     'webhook-id': webhookId,
     'webhook-timestamp': String(timestamp),
     'webhook-signature': options.keys.signature(webhookId, timestamp, body),
+    ...(traceparent !== undefined && { traceparent }),
   }
   const took = () => Math.round(performance.now() - started)
   try {

@@ -11,6 +11,7 @@ import type { AcceptedSignal, IngestPorts, RevocationScope, SignalReservation } 
 import { findSignal, type SignalLookup } from './signal-lookup.js'
 import { accepted, decodeSignalRecord, dedupRecordOf, encodeSignalRecord, signalDedupId, signalRecord, type SignalRecord } from './signal-record.js'
 import type { SignedRequest } from './signed-request.js'
+import { endSpan, startSpan } from '../../tracing/index.js'
 
 export type { SignedRequest } from './signed-request.js'
 
@@ -301,13 +302,20 @@ export class IngestPipeline {
   async #appendChecked(req: SignedRequest, record: SignalRecord, reservation: SignalReservation, stored: { yes: boolean }): Promise<AcceptedBody> {
     const { source, key } = req
     // The source rides with the record (JetStream: its subject), for consumers that filter on it.
+    // A child of the request's span when tracing is on (the durable append is most of a 202's time).
+    const span = req.span === undefined ? undefined : startSpan('signal_log.append', { parent: req.span })
     const appended = await this.#o.log.append(signalDedupId(source.source_id, record.signal_id), encodeSignalRecord(record), { sourceId: source.source_id }).catch((err: unknown) => {
+      if (span !== undefined) endSpan(span, 'log_unavailable')
       reservation.appendRefused()
       // Nothing was promised yet, so the client may retry: the journal refuses appends after
       // a failed write until it is reopened (a restart rebuilds from what reached disk).
       if (isLogError(err, 'log_io') || isLogError(err, 'log_corrupt')) this.#o.onLogFailure(err as Error)
       throw new ApiError('not_ready', 'the signal log is unavailable; retry', { cause: err, retryAfter: 1 })
     })
+    if (span !== undefined) {
+      span.setAttributes({ 'sgw.log.seq': appended.seq, 'sgw.log.duplicate': appended.duplicate })
+      endSpan(span)
+    }
     stored.yes = !appended.duplicate
     if (appended.seq > this.#logLastSeq) this.#logLastSeq = appended.seq
     const remembered = appended.duplicate

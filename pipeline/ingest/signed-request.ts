@@ -1,4 +1,5 @@
 import type { LiveKey, SourceRecord } from '../../registry/index.js'
+import type { Span } from '../../tracing/index.js'
 
 /** A request that passed the edge's cheap checks and holds a verification slot. */
 export interface SignedRequest {
@@ -22,4 +23,6 @@ export interface SignedRequest {
   readonly json: { ok: true; value: unknown } | { ok: false; reason: string }
   /** Set once the nonce is claimed: the ingest-error record keeps it for a restart. */
   nonceClaimed: boolean
+  /** The request's `ingest` span when tracing is on: the log append is its child. */
+  readonly span?: Span | undefined
 }

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
 import { apiRequest } from '../../harness/api-request.js'
-import { CreatorApiError, CreatorClient, generateCreatorKeyPem, loadCreatorKey, PushError, SourceClient, type RetryEvent } from '../../sdk/index.js'
+import { CreatorApiError, CreatorClient, generateCreatorKeyPem, loadCreatorKey, PushError, SourceClient, type RetryEvent } from '@signal-ingest-gateway/sdk'
 import { MANIFEST, SOL_TOKEN } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 

@@ -6,14 +6,16 @@ import t from 'tap'
 import { repoPath } from '../helpers/repo-root.js'
 
 /**
- * The built SDK (dist/sdk/index.js, what `signal-ingest-gateway/sdk` resolves to) and
+ * The built SDK (sdk/dist/index.js, what `@signal-ingest-gateway/sdk` resolves to) and
  * everything it imports, followed file by file into its dependencies: no Node built-in
  * (it must run in browsers and edge runtimes), no TypeBox or other part of the service,
- * and every package it reaches declared in package.json `dependencies`.
+ * and every package it reaches declared in the SDK package's own `dependencies`
+ * (sdk/package.json), which declares nothing else.
  */
 
 const root = repoPath()
-const pkg = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as { dependencies: Record<string, string>; exports: Record<string, unknown> }
+const pkg = JSON.parse(readFileSync(resolve(root, 'sdk/package.json'), 'utf8')) as { name: string; dependencies: Record<string, string>; exports: Record<string, unknown> }
+const dist = resolve(root, 'sdk/dist')
 const IMPORT = /(?:^|[\s;}])(?:import|export)\s*(?:[\w*{}\s,$]*?\s*from\s*)?['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g
 
 /** Package name and subpath of a bare specifier. */
@@ -29,17 +31,21 @@ function splitBare(spec: string): [string, string] {
  */
 const resolveBare = (spec: string): string => fileURLToPath(import.meta.resolve(spec))
 
-t.test('the package exports ./sdk as built JavaScript with its types', async (t) => {
-  t.same(pkg.exports['./sdk'], { types: './dist/sdk/index.d.ts', default: './dist/sdk/index.js' })
-  t.ok(existsSync(resolve(root, 'dist/sdk/index.js')), 'built (npm run build)')
-  t.ok(existsSync(resolve(root, 'dist/sdk/index.d.ts')), 'declarations built (tsconfig.sdk.json)')
+t.test('the package exports its entry as built JavaScript with its types, and the repository resolves it from the workspace', async (t) => {
+  t.equal(pkg.name, '@signal-ingest-gateway/sdk')
+  t.same(pkg.exports['.'], { types: './dist/index.d.ts', default: './dist/index.js' })
+  t.ok(existsSync(resolve(dist, 'index.js')), 'built (npm run build)')
+  t.ok(existsSync(resolve(dist, 'index.d.ts')), 'declarations built (tsconfig.sdk.json)')
+  t.equal(resolveBare('@signal-ingest-gateway/sdk'), resolve(dist, 'index.js'), 'node_modules links the workspace (npm ci)')
+  const rootPkg = JSON.parse(readFileSync(resolve(root, 'package.json'), 'utf8')) as { workspaces: string[] }
+  t.same(rootPkg.workspaces, ['sdk'])
 })
 
 t.test('the SDK imports no Node built-in, no TypeBox, and only declared dependencies, all the way down', async (t) => {
   const seen = new Set<string>()
   const packages = new Set<string>()
   const offenders: string[] = []
-  const queue = [resolve(root, 'dist/sdk/index.js')]
+  const queue = [resolve(dist, 'index.js')]
   while (queue.length > 0) {
     const file = queue.pop() as string
     if (seen.has(file)) continue
@@ -57,9 +63,9 @@ t.test('the SDK imports no Node built-in, no TypeBox, and only declared dependen
   }
   t.same(offenders, [], 'no Node built-in anywhere in the graph')
   t.same([...packages].sort(), ['@noble/ed25519', '@noble/hashes'])
-  for (const name of packages) t.ok(pkg.dependencies[name], `${name} is in dependencies`)
-  const own = [...seen].filter((f) => f.startsWith(resolve(root, 'dist'))).map((f) => f.slice(resolve(root, 'dist').length + 1))
-  t.ok(own.every((f) => f.startsWith('sdk/') || f === 'schemas/signing-string.js'), `only sdk/ and the signing string: ${own.join(', ')}`)
+  t.same(Object.keys(pkg.dependencies).sort(), [...packages].sort(), 'the package declares exactly what it reaches')
+  const outside = [...seen].filter((f) => !f.startsWith(`${dist}/`) && !f.includes('/node_modules/@noble/'))
+  t.same(outside, [], 'nothing outside the package and its dependencies')
   t.ok(seen.size > 10, `the walk followed the graph (${seen.size} files)`)
 })
 

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import t from 'tap'
-import { generateCreatorKeyPem, KeyFormatError, loadCreatorKey } from '../../sdk/index.js'
+import { generateCreatorKeyPem, KeyFormatError, loadCreatorKey } from '@signal-ingest-gateway/sdk'
 
 /** The raw public key node:crypto derives, unpadded base64url: an independent derivation. */
 const nodePublicKey = (privatePem: string | Buffer) => createPrivateKey(privatePem).export({ format: 'jwk' }).x as string

@@ -1,5 +1,5 @@
 import { execFile as execFileCb, execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join, resolve } from 'node:path'
 import { promisify } from 'node:util'
@@ -9,13 +9,14 @@ import { startTestGateway } from '../helpers/gateway-process.js'
 import { repoPath } from '../helpers/repo-root.js'
 
 /**
- * `signal-ingest-gateway/sdk` from another project: the package as `npm pack` builds it
- * (from the dist/ the test run built; `npm pack` itself runs prepack, a clean build, which
- * this skips for time), unpacked into a fresh project's node_modules with only the SDK's
- * dependencies beside it (links to @noble/ed25519 and @noble/hashes: nothing is fetched,
- * and an import of anything else, TypeBox or a service dependency, would fail to resolve).
- * There, the documented example (examples/sdk-push.mjs) runs against a started gateway,
- * and TypeScript compiles a consumer against the package's types.
+ * `@signal-ingest-gateway/sdk` from another project, installed as a user installs it: the
+ * tarball `npm pack -w sdk` makes (from the sdk/dist/ the test run built; the pack's own
+ * prepack, a clean build of the SDK, is skipped because other tests read sdk/dist/ while
+ * this one runs), put into a fresh project with `npm install <tarball>` (dependencies from
+ * npm's cache, the registry only when the cache lacks them). The project's node_modules
+ * then holds the SDK and its two dependencies and nothing else. There, the documented
+ * example (examples/sdk-push.mjs) runs against a started gateway, and TypeScript compiles
+ * a consumer against the package's types.
  */
 
 const execFile = promisify(execFileCb)
@@ -24,24 +25,27 @@ const work = mkdtempSync(join(tmpdir(), 'sdk-consumer-'))
 t.teardown(() => rmSync(work, { recursive: true, force: true }))
 
 const project = join(work, 'project')
-const modules = join(project, 'node_modules')
-mkdirSync(join(modules, '@noble'), { recursive: true })
-execFileSync('npm', ['pack', '--ignore-scripts', '--silent', '--pack-destination', work], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
+mkdirSync(project)
+execFileSync('npm', ['pack', '-w', 'sdk', '--ignore-scripts', '--silent', '--pack-destination', work], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] })
 const tarball = readdirSync(work).find((f) => f.endsWith('.tgz')) as string
-execFileSync('tar', ['-xzf', join(work, tarball), '-C', modules])
-renameSync(join(modules, 'package'), join(modules, 'signal-ingest-gateway'))
-for (const dep of ['@noble/ed25519', '@noble/hashes']) symlinkSync(resolve(root, 'node_modules', dep), join(modules, dep), 'dir')
 writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'creator-project', private: true, type: 'module' }))
+const installStarted = Date.now()
+execFileSync('npm', ['install', join(work, tarball), '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: project, stdio: ['ignore', 'pipe', 'pipe'] })
+const installMs = Date.now() - installStarted
 
 const node = (args: string[], env: Record<string, string> = {}) => execFile(process.execPath, args, { cwd: project, env: { PATH: process.env.PATH ?? '', ...env }, timeout: 60_000 })
 
-t.test('the tarball holds the SDK and the one schema file it needs, nothing of the service', async (t) => {
+t.test('the tarball holds the built SDK and its package.json, nothing of the service', async (t) => {
   const files = execFileSync('tar', ['-tzf', join(work, tarball)]).toString().trim().split('\n').sort()
-  t.ok(files.includes('package/dist/sdk/index.js') && files.includes('package/dist/sdk/index.d.ts'))
-  t.same(
-    files.filter((f) => !f.startsWith('package/dist/sdk/')),
-    ['package/README.md', 'package/dist/schemas/signing-string.d.ts', 'package/dist/schemas/signing-string.js', 'package/package.json'],
-  )
+  t.ok(files.includes('package/dist/index.js') && files.includes('package/dist/index.d.ts'))
+  t.ok(files.includes('package/dist/signing-string.js'), 'the signing string the gateway verifies with comes along')
+  t.same(files.filter((f) => !/^package\/dist\/[\w-]+\.(js|d\.ts)$/.test(f)), ['package/package.json'])
+})
+
+t.test('npm install of the tarball pulls the SDK and its two dependencies, nothing else', async (t) => {
+  const installed = (dir: string): string[] => readdirSync(dir).filter((f) => !f.startsWith('.')).flatMap((f) => (f.startsWith('@') ? readdirSync(join(dir, f)).map((g) => `${f}/${g}`) : [f]))
+  t.same(installed(join(project, 'node_modules')).sort(), ['@noble/ed25519', '@noble/hashes', '@signal-ingest-gateway/sdk'])
+  t.comment(`npm install of the tarball: ${installMs} ms`)
 })
 
 t.test('the documented example runs from another project and pushes to a started gateway', async (t) => {
@@ -59,8 +63,8 @@ t.test('the documented example runs from another project and pushes to a started
   t.equal(sources.body.data[0]?.source_id, accepted.source_id, 'onboarded under the agent with the creator token')
 })
 
-t.test('only ./sdk is exported: a deep import of the service is refused', async (t) => {
-  const { stdout } = await node(['--input-type=module', '-e', "import('signal-ingest-gateway/dist/service/main.js').then(() => console.log('loaded'), (e) => console.log(e.code))"])
+t.test('only the entry and the signing string are exported: a deep import is refused', async (t) => {
+  const { stdout } = await node(['--input-type=module', '-e', "import('@signal-ingest-gateway/sdk/dist/source-client.js').then(() => console.log('loaded'), (e) => console.log(e.code))"])
   t.equal(stdout.trim(), 'ERR_PACKAGE_PATH_NOT_EXPORTED')
 })
 
@@ -68,7 +72,7 @@ t.test("TypeScript resolves the package's types through exports (browser lib, no
   writeFileSync(
     join(project, 'consumer.ts'),
     [
-      "import { loadCreatorKey, SourceClient, type AcceptedSignal, type PushError } from 'signal-ingest-gateway/sdk'",
+      "import { loadCreatorKey, SourceClient, type AcceptedSignal, type PushError } from '@signal-ingest-gateway/sdk'",
       "const key = await loadCreatorKey('-----BEGIN PRIVATE KEY-----')",
       "const client = new SourceClient({ gatewayUrl: 'https://gw.example', sourceId: 's', keyId: 'k', key })",
       "const accepted: AcceptedSignal = await client.push({ signal_id: 'sig_12345678' }, { deadlineMs: 1000 })",

@@ -1,7 +1,7 @@
 import { createHash, createPublicKey, verify } from 'node:crypto'
 import t, { type Test } from 'tap'
 import { parseSignatureHeader } from '../../gateway/ingest-headers.js'
-import { generateCreatorKeyPem, loadCreatorKey, PushError, SourceClient, TimeoutError, type RetryEvent } from '../../sdk/index.js'
+import { generateCreatorKeyPem, loadCreatorKey, PushError, SourceClient, TimeoutError, type RetryEvent } from '@signal-ingest-gateway/sdk'
 import { acceptedBody, errorBody, startScriptedServer, type ReceivedRequest, type ScriptedAction } from '../helpers/scripted-server.js'
 
 /**

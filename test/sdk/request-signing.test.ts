@@ -2,7 +2,7 @@ import { createHash, createPublicKey, randomBytes, verify } from 'node:crypto'
 import t from 'tap'
 import { isValidNonce, parseSignatureHeader } from '../../gateway/ingest-headers.js'
 import { creatorKeyFromSeed, signPush } from '../../harness/signed-push.js'
-import { loadCreatorKey, newNonce, signRequest, type CreatorKey } from '../../sdk/index.js'
+import { loadCreatorKey, newNonce, signRequest, type CreatorKey } from '@signal-ingest-gateway/sdk'
 
 /** Verifies with node:crypto over a signing string written out here, not with the SDK's or the gateway's code. */
 function verifiedByNode(key: CreatorKey, path: string, headers: Readonly<Record<string, string>>, body: Uint8Array): boolean {

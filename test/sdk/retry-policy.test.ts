@@ -1,6 +1,6 @@
 import fc from 'fast-check'
 import t from 'tap'
-import { backoffMs, DEFAULT_RETRY, generateCreatorKeyPem, isRetryableStatus, loadCreatorKey, nextDelayMs, retryAfterMs, SourceClient } from '../../sdk/index.js'
+import { backoffMs, DEFAULT_RETRY, generateCreatorKeyPem, isRetryableStatus, loadCreatorKey, nextDelayMs, retryAfterMs, SourceClient } from '@signal-ingest-gateway/sdk'
 import { fillRetryOptions } from '../../sdk/retry-policy.js'
 
 t.test('the defaults: 60 s deadline, 10 s per attempt, backoff ceilings from 250 ms doubling to 30 s', async (t) => {

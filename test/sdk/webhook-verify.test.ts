@@ -1,7 +1,7 @@
 import { generateKeyPairSync, sign } from 'node:crypto'
 import t from 'tap'
 import { Webhook } from 'standardwebhooks'
-import { newWebhookSecret, signWebhookV1, SseParser, verifyWebhook, WebhookVerificationError } from '../../sdk/index.js'
+import { newWebhookSecret, signWebhookV1, SseParser, verifyWebhook, WebhookVerificationError } from '@signal-ingest-gateway/sdk'
 
 /** Webhook verification (both schemes, against independent signers) and the event-stream parser, in process. */
 
