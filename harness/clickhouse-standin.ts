@@ -259,9 +259,16 @@ export async function startClickHouseStandIn(options: ClickHouseStandInOptions):
     const prelude: string[] = []
     const database = url.searchParams.get('database')
     if (database !== null && database !== '') prelude.push(`USE ${database.replace(/[^\w]/g, '')}`)
+    // A server parses a parameter's value as its type, never as SQL: max_query_size does not
+    // bound it (the URL's length does, http_max_uri_size, 1 MiB). Here it travels in a SET
+    // statement, so the bound is lifted for those and put back before the statement runs.
+    const params = [...url.searchParams].filter(([key]) => key.startsWith('param_'))
+    if (params.length > 0) {
+      prelude.push(`SET max_query_size = ${1 << 21}`, ...params.map(([key, value]) => `SET ${key} = ${literal(value)}`), `SET max_query_size = DEFAULT`)
+    }
     for (const [key, value] of url.searchParams) {
-      if (key.startsWith('param_')) prelude.push(`SET ${key} = ${literal(value)}`)
-      else if (!NOT_SETTINGS.has(key)) {
+      if (key.startsWith('param_')) continue
+      if (!NOT_SETTINGS.has(key)) {
         if (!/^[A-Za-z_]\w*$/.test(key)) throw new StandInError(115, 'UNKNOWN_SETTING', `Unknown setting ${key}`)
         prelude.push(`SET ${key} = ${literal(value)}`)
       }
