@@ -9,7 +9,7 @@ import { csvExportStatement, EXPORT_COLUMNS, exportStatement, getStatement, keys
 import type { ExportFormat, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
 import { ReceiptStoreError } from './receipt-store-error.js'
 import { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, OUTCOMES_PER_POST_MAX, RECORD_BATCH_MAX } from './limits.js'
-import { type Migration, migrate } from './schema-migrations.js'
+import { type Migration, type MigrationLock, migrate } from './schema-migrations.js'
 
 
 /**
@@ -27,6 +27,11 @@ export interface ClickHouseReceiptStoreOptions {
   readonly target: ClickHouseTarget
   /** For tests of the migration runner; the released list by default. */
   readonly migrations?: readonly Migration[]
+  /**
+   * Held while migrating, where other processes may open the same server's store at the
+   * same time (schema-migrations.ts); none by default.
+   */
+  readonly migrationLock?: MigrationLock
   /** The clock recorded_at and posted_at come from. */
   readonly now?: () => number
 }
@@ -71,7 +76,7 @@ export class ClickHouseReceiptStore implements ReceiptStore {
   async #open(): Promise<void> {
     if (this.#closed) throw new ReceiptStoreError('store_closed', 'receipt store: closed')
     this.#conn = await openClickHouse(this.#o.target)
-    await migrate(this.#conn.client, this.#o.migrations ?? MIGRATIONS)
+    await migrate(this.#conn.client, this.#o.migrations ?? MIGRATIONS, this.#o.migrationLock)
   }
 
   get #c(): ClickHouseConnection {
