@@ -12,7 +12,8 @@ import { standInDatabaseUrl } from '../helpers/receipts-server.js'
  * harness/clickhouse-standin.ts) shared by a gateway and two recorders on NATS: both
  * recorders start, one pulls the log and the other waits as a standby; the holder killed
  * with kill -9 mid-batch, the standby takes over once its lease lapses, and every 202ed
- * signal is a receipt exactly once. Every process with a gateway serves the receipt routes.
+ * signal is a receipt exactly once; a standby stopped while it waits stops at once. Every
+ * process with a gateway serves the receipt routes.
  */
 
 const nats = await startNatsServer()
@@ -56,6 +57,12 @@ t.test('two recorders on one ClickHouse server: one pulls, the other takes over 
   const rows = await recorderRows(common.CLICKHOUSE_URL, src.sourceId)
   t.same([...accepted].filter((id) => !rows.has(id)), [], `every one of the ${accepted.size} 202ed signals has a receipt`)
   t.same([...rows].filter(([, n]) => n !== 1), [], 'no receipt was written twice')
+
+  // A standby stopped while it waits stops at once, cleanly.
+  const third = await startTestGateway(t, { env: recorderEnv, adminToken })
+  t.equal((await recorderState(third)).state, 'standby')
+  t.match(await third.stop(), /code 0/, 'a waiting standby stops cleanly')
+  t.equal((await recorderState(second)).state, 'caught_up', 'the holder goes on')
 
   // The gateway reads them from the server too.
   const page = await call(gateway.url, 'GET', `/v1/byo/sources/${src.sourceId}/receipts?limit=1000`, { token: src.creatorToken })
