@@ -47,6 +47,8 @@ export interface ConsumerLeaseOptions {
   readonly onError?: (err: unknown) => void
   /** A monotonic clock in ms (performance.now by default). */
   readonly now?: () => number
+  /** Ends a wait for the lease (`wait` mode): the open rejects with the signal's reason. */
+  readonly signal?: AbortSignal
 }
 
 export interface LeasedConsumer extends LogConsumer {
@@ -77,7 +79,18 @@ export async function openLeasedConsumer(log: SignalLog, bucket: KvBucket, name:
       else consumer.lost(loss)
     },
   })
-  const acquired = await kv.acquire(lease.mode)
+  const stop = () => void kv.release()
+  lease.signal?.throwIfAborted()
+  lease.signal?.addEventListener('abort', stop, { once: true })
+  let acquired: Awaited<ReturnType<KvLease['acquire']>>
+  try {
+    acquired = await kv.acquire(lease.mode)
+  } catch (err) {
+    lease.signal?.throwIfAborted()
+    throw err
+  } finally {
+    lease.signal?.removeEventListener('abort', stop)
+  }
   if (!acquired.held) throw new ConsumerHeldError(name, acquired.holder)
   let inner: LogConsumer
   try {

@@ -186,6 +186,9 @@ function openServer(target: Extract<ClickHouseTarget, { kind: 'server' }>): Clic
     engine: 'server',
     client,
     async *stream(query, params, format, signal) {
+      // The client never sends a request whose signal was aborted before it was made, but
+      // it does not check: it only listens for an abort to come.
+      signal?.throwIfAborted()
       const result = await client.exec({
         query: `${query} FORMAT ${format}`,
         query_params: params,
@@ -194,9 +197,18 @@ function openServer(target: Extract<ClickHouseTarget, { kind: 'server' }>): Clic
         clickhouse_settings: { cancel_http_readonly_queries_on_client_close: 1, ...FORMAT_SETTINGS[format] },
       })
       const body: Readable = result.stream
+      // The client stops listening to the signal once the answer's headers are in: from then
+      // on an abort ends the body here (which closes the connection, and the server cancels
+      // the query), and the export ends with the abort's reason.
+      const stop = () => body.destroy(signal?.reason as Error)
+      signal?.addEventListener('abort', stop, { once: true })
       try {
-        for await (const chunk of body) yield chunk as Uint8Array
+        for await (const chunk of body) {
+          signal?.throwIfAborted()
+          yield chunk as Uint8Array
+        }
       } finally {
+        signal?.removeEventListener('abort', stop)
         body.destroy()
       }
     },

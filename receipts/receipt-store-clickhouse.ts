@@ -10,7 +10,7 @@ import { csvExportStatement, EXPORT_COLUMNS, exportStatement, getStatement, keys
 import type { ExportFormat, ExportPosition, ReceiptFilter, ReceiptListQuery, ReceiptPage, ReceiptStore } from './receipt-store.js'
 import { ReceiptStoreError } from './receipt-store-error.js'
 import { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, OUTCOMES_PER_POST_MAX, RECORD_BATCH_MAX } from './limits.js'
-import { type Migration, migrate } from './schema-migrations.js'
+import { type Migration, type MigrationLock, migrate } from './schema-migrations.js'
 import { loadRows, receiptCount, storedRows } from './receipt-transfer.js'
 
 
@@ -29,6 +29,11 @@ export interface ClickHouseReceiptStoreOptions {
   readonly target: ClickHouseTarget
   /** For tests of the migration runner; the released list by default. */
   readonly migrations?: readonly Migration[]
+  /**
+   * Held while migrating, where other processes may open the same server's store at the
+   * same time (schema-migrations.ts); none by default.
+   */
+  readonly migrationLock?: MigrationLock
   /** The clock recorded_at and posted_at come from. */
   readonly now?: () => number
 }
@@ -73,7 +78,7 @@ export class ClickHouseReceiptStore implements ReceiptStore {
   async #open(): Promise<void> {
     if (this.#closed) throw new ReceiptStoreError('store_closed', 'receipt store: closed')
     this.#conn = await openClickHouse(this.#o.target)
-    await migrate(this.#conn.client, this.#o.migrations ?? MIGRATIONS)
+    await migrate(this.#conn.client, this.#o.migrations ?? MIGRATIONS, this.#o.migrationLock)
   }
 
   get #c(): ClickHouseConnection {

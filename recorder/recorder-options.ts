@@ -40,11 +40,16 @@ export interface RecorderOptions {
    * Opens the consumer instead of `log.consumer(consumerName)`: a consumer opened under a
    * lease, where other processes of a cluster could pull the same one.
    */
-  readonly openConsumer?: () => Promise<LogConsumer>
+  readonly openConsumer?: (signal: AbortSignal) => Promise<LogConsumer>
+  /**
+   * `openConsumer` waits while another process pulls the consumer: until it resolves the
+   * recorder is a standby (state `standby`, no lag of its own).
+   */
+  readonly standby?: boolean
   readonly now?: () => number
 }
 
-export type RecorderState = 'starting' | 'running' | 'retrying' | 'caught_up' | 'stopped'
+export type RecorderState = 'starting' | 'standby' | 'running' | 'retrying' | 'caught_up' | 'stopped'
 
 /** The recorder as /readyz shows it. */
 export interface RecorderStatus {

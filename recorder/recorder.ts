@@ -89,7 +89,7 @@ export class Recorder {
   status(): RecorderStatus {
     const lag = this.#lagRecords()
     const state: RecorderState =
-      this.#stopped || this.#closing ? 'stopped' : this.#consumer === undefined ? 'starting' : this.#retrying ? 'retrying' : lag === 0 ? 'caught_up' : 'running'
+      this.#stopped || this.#closing ? 'stopped' : this.#consumer === undefined ? (this.#o.standby === true ? 'standby' : 'starting') : this.#retrying ? 'retrying' : lag === 0 ? 'caught_up' : 'running'
     const oldest = this.#oldestPending
     return {
       state,
@@ -128,6 +128,8 @@ export class Recorder {
   }
 
   #lagRecords(): number {
+    // A standby records nothing: the lag is the holder's to report.
+    if (this.#consumer === undefined && this.#o.standby === true) return 0
     return Math.max(0, this.#o.lastSeq() - (this.#consumer?.position() ?? 0))
   }
 
@@ -141,9 +143,9 @@ export class Recorder {
     while (consumer === undefined) {
       if (this.#closing) return
       try {
-        consumer = await (this.#o.openConsumer?.() ?? this.#o.log.consumer(this.#o.consumerName ?? 'recorder'))
+        consumer = await (this.#o.openConsumer?.(this.#stopper.signal) ?? this.#o.log.consumer(this.#o.consumerName ?? 'recorder'))
       } catch (err) {
-        if (isLogError(err, 'log_closed')) return
+        if (isLogError(err, 'log_closed') || this.#closing) return
         this.#o.logger.error({ err }, 'recorder: cannot open its log consumer; retrying')
         await this.#pause(backoff.next(!transient(err)))
       }

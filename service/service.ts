@@ -121,9 +121,12 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   // Without ingest here, the log's end is asked of the log (in a cluster, others append).
   const logEnd = gatewayPart === undefined ? await followLogEnd(signalLog, 1000, (err) => logger.warn({ err }, 'signal log: its end could not be read')) : undefined
   const logLastSeq = logEnd?.lastSeq ?? (() => gatewayPart?.api.pipeline.logLastSeq ?? 0)
-  // On NATS the recorder's consumer is taken before listening: a second recorder of the cluster is refused here, naming the first.
-  const recorderLease = runs.recorder && backends.leasedRecorder ? await openRecorderLease(core) : undefined
-  const recorder = runs.recorder && receipts ? createRecorder(core, receipts, logLastSeq, recorderLease?.consumer) : undefined
+  // On NATS the recorder's consumer is leased: with receipts under DATA_DIR it is taken
+  // before listening, and a second recorder of the cluster is refused here, naming the
+  // first; with receipts on a ClickHouse server every recorder starts, one pulls, the
+  // others wait as standbys (recorder-part.ts).
+  const recorderLease = runs.recorder && backends.leasedRecorder ? await openRecorderLease(core, config.CLICKHOUSE_URL === '' ? 'refuse' : 'wait') : undefined
+  const recorder = runs.recorder && receipts ? createRecorder(core, receipts, logLastSeq, recorderLease) : undefined
   const delivery = runs.delivery && rentals ? await openDeliveryPart(core, rentals) : undefined
 
   // Listening before the rebuild, which takes seconds with a full dedup window: /healthz

@@ -8,4 +8,5 @@ export type { KvBucket, KvBucketLimits, KvBucketStatus, KvEntry, KvErrorCode, Kv
 export { fileKvBuckets, type FileKvOptions } from './kv-file.js'
 export { LeaseKey, leaseHolderOf, leaseTiming, leaseValue, seenAfter, type LeaseKeyOptions, type LeaseTiming, type SeenLease } from './lease-key.js'
 export { KvLease, type KvLeaseOptions, type LeaseAcquired, type LeaseLoss, type LeaseMode } from './kv-lease.js'
+export { takeLeaseLock, type LeaseLockOptions } from './lease-lock.js'
 export { natsKvBuckets, type NatsKvOptions } from './kv-nats.js'

@@ -131,7 +131,7 @@ t.test('listen forwards events signed v1 with the secret it prints, verified by 
   t.ok(results.every((r) => r.status === 204))
   t.equal(got.length, 3)
   const hook = new Webhook(first.secret)
-  for (const d of got) t.equal(hook.verify(d.body, d.headers).event, 'byo.signal.accepted')
+  for (const d of got) t.equal((hook.verify(d.body, d.headers) as { event: string }).event, 'byo.signal.accepted')
   t.equal(got[0]!.headers['webhook-id'], `msg_${rentalId}_${results[0].event_id}`, 'the webhook-id a delivery carries')
 
   // A real delivery of the gateway (v1a), then the renter's delivery log and a re-send.

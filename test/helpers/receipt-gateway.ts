@@ -10,6 +10,8 @@ import { startTestGateway } from './gateway-process.js'
  * gateway again on the same folder. The recorder that fills the store from the signal
  * log is not part of this branch; this is its store and its write path, not a stand-in.
  * libchdb binds one data folder per process: a test file seeds one gateway's folder only.
+ * A gateway on a ClickHouse server (CLICKHOUSE_URL) is seeded through the server while
+ * it runs.
  */
 export async function seedReceipts(
   t: { teardown(fn: () => unknown): void },
@@ -17,8 +19,10 @@ export async function seedReceipts(
   inputs: readonly ReceiptInput[],
   options: { env?: LaunchOptions['env']; more?: (store: ClickHouseReceiptStore) => Promise<void> } = {},
 ): Promise<LaunchedGateway> {
-  await gw.stop()
-  const store = new ClickHouseReceiptStore({ target: { kind: 'chdb', path: join(gw.dataDir, 'clickhouse'), maxServerMemoryBytes: 1_000_000_000 } })
+  const url = gw.env['CLICKHOUSE_URL']
+  const onServer = url !== undefined && url !== ''
+  if (!onServer) await gw.stop()
+  const store = new ClickHouseReceiptStore({ target: onServer ? { kind: 'server', url, requestTimeoutMs: 60_000 } : { kind: 'chdb', path: join(gw.dataDir, 'clickhouse'), maxServerMemoryBytes: 1_000_000_000 } })
   await store.open()
   try {
     for (let i = 0; i < inputs.length; i += 10_000) await store.record(inputs.slice(i, i + 10_000))
@@ -26,6 +30,8 @@ export async function seedReceipts(
   } finally {
     await store.close()
   }
+  if (onServer && options.env === undefined) return gw
+  if (onServer) await gw.stop()
   return startTestGateway(t, { dataDir: gw.dataDir, adminToken: gw.adminToken, env: { ...gw.env, ...options.env } as Record<string, string> })
 }
 

@@ -3,14 +3,18 @@ import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createClient } from '@clickhouse/client'
-import { ClickHouseReceiptStore, type ReceiptInput } from '../../receipts/index.js'
+import { ClickHouseReceiptStore, type ClickHouseTarget, type ReceiptInput } from '../../receipts/index.js'
+import { receiptsOnServer, standIn } from './receipts-server.js'
 
 const require = createRequire(import.meta.url)
 
 /**
  * A receipt store on real chDB in a throwaway folder. libchdb binds one data folder per
  * process, so a test file opens one folder and its tests share it (each on source ids of
- * its own, or after `truncate`); tap runs every file in a process of its own.
+ * its own, or after `truncate`); tap runs every file in a process of its own. With
+ * SGW_TEST_RECEIPTS=clickhouse-server the stores open on the ClickHouse stand-in serving
+ * this very folder (test/helpers/receipts-server.ts), so the store goes over HTTP while a
+ * test's own look at the folder (`path`) still sees what it wrote.
  */
 export async function chdbFolder(t: { teardown(fn: () => unknown): void }): Promise<{
   path: string
@@ -25,10 +29,13 @@ export async function chdbFolder(t: { teardown(fn: () => unknown): void }): Prom
     for (const s of opened) await s.close()
     await rm(dir, { recursive: true, force: true })
   })
+  const target: ClickHouseTarget = receiptsOnServer()
+    ? { kind: 'server', url: (await standIn(path)).url, requestTimeoutMs: 60_000 }
+    : { kind: 'chdb', path, maxServerMemoryBytes: 1_000_000_000 }
   return {
     path,
     async open() {
-      const store = new ClickHouseReceiptStore({ target: { kind: 'chdb', path, maxServerMemoryBytes: 1_000_000_000 } })
+      const store = new ClickHouseReceiptStore({ target })
       opened.push(store)
       await store.open()
       return store

@@ -80,10 +80,13 @@ export class FaultyStore implements ReceiptStore {
   }
 }
 
-/** Every row the recorder wrote for a source, unfolded (no FINAL): one per receipt means nothing was written twice. */
-export async function recorderRows(chdbPath: string, sourceId: string): Promise<Map<string, number>> {
+/**
+ * Every row the recorder wrote for a source, unfolded (no FINAL): one per receipt means
+ * nothing was written twice. `where` is the chDB folder, or a ClickHouse server's URL.
+ */
+export async function recorderRows(where: string, sourceId: string): Promise<Map<string, number>> {
   const { createChdbConnection } = require('chdb/connection') as typeof import('chdb/connection')
-  const client = createClient({ connection: createChdbConnection({ path: chdbPath }) as never })
+  const client = /^https?:\/\//.test(where) ? createClient({ url: where }) : createClient({ connection: createChdbConnection({ path: where }) as never })
   try {
     const rows = await (
       await client.query({
