@@ -36,6 +36,8 @@ import { GOALS, PHASE_MS, QUICK, REVOCATIONS, SINGLE_NATS, SOURCES, SSE } from '
 import { startRole, stopAll } from './processes.js'
 import { revocationPhase } from './revocation.js'
 
+/** Cores the capacity model gives each gateway, recorder and delivery process: the machine measured. */
+const CORES_PER_PROCESS = 2
 const print = (line = '') => process.stdout.write(`${line}\n`)
 const rate = (n: number) => Math.round(n).toLocaleString('en-US')
 const load = () => loadavg().map((l) => l.toFixed(2)).join(' ')
@@ -192,17 +194,21 @@ async function main(): Promise<void> {
   // The capacity model, from the per-process figures of this run.
   const replicas = SINGLE_NATS ? 1 : 3
   const peakSignals = twoF.acceptedPerS * (PHASE_MS.peak / 1000)
+  // Rates per core-second of CPU each process used, times the cores a process is given:
+  // on a shared machine a process gets a varying share of the cores, while the CPU time an
+  // accepted signal costs moves much less.
+  const perCore = (work: number, cores: number | undefined) => work / Math.max(0.01, cores ?? 1)
   const measured: MeasuredRates = {
-    gatewayPerProcess: oneF.acceptedPerS,
-    recorderPerProcess: twoF.acceptedPerS / Math.max(0.01, two.recorderCores ?? 1),
-    deliveryEventsPerProcess: 1e6 / Math.max(0.001, sse.gatewayCpuMsPer1000Events.all),
+    gatewayPerProcess: perCore(oneF.acceptedPerS, oneF.gatewayCores[0]) * CORES_PER_PROCESS,
+    recorderPerProcess: perCore(twoF.acceptedPerS, two.recorderCores) * CORES_PER_PROCESS,
+    deliveryEventsPerProcess: (1e6 / Math.max(0.001, sse.gatewayCpuMsPer1000Events.all)) * CORES_PER_PROCESS,
     streamLeaderPerCore: twoF.acceptedPerS / Math.max(0.01, ...(two.natsCores ?? [1])),
     natsBytesPerSignalHeld: Math.max(0, ((two.natsRssPeakMb ?? 0) - (two.natsRssBeforeMb ?? 0)) * 2 ** 20) / Math.max(1, peakSignals) / Math.min(replicas, nats.nodes.length),
     clickhouseInsertUsPerReceipt: ((two.recorderCores ?? 0) / Math.max(1, twoF.acceptedPerS)) * 1e6,
   }
   const assumptions = { fanOut: 10, dedupWindowS: 1800, replicas: 3, natsMemoryBytes: 32 * 2 ** 30, clickhouseInsertCores: 16 }
   print()
-  print(`capacity model: per process ${JSON.stringify(Object.fromEntries(Object.entries(measured).map(([k, v]) => [k, Math.round(v)])))}; assumptions ${JSON.stringify(assumptions)}`)
+  print(`capacity model (a process given ${CORES_PER_PROCESS} cores; rates from the CPU time each process used per signal): per process ${JSON.stringify(Object.fromEntries(Object.entries(measured).map(([k, v]) => [k, Math.round(v)])))}; assumptions ${JSON.stringify(assumptions)}`)
   const plans = [100_000, 1_000_000].map((target) => plan(target, measured, assumptions))
   for (const p of plans) {
     print(
