@@ -3,7 +3,7 @@ import { createReadStream } from 'node:fs'
 import { mkdir, rm } from 'node:fs/promises'
 import { createRequire } from 'node:module'
 import { join, resolve } from 'node:path'
-import type { Readable } from 'node:stream'
+import { Readable } from 'node:stream'
 import { createClient, type ClickHouseClient } from '@clickhouse/client'
 import { ReceiptStoreError } from './receipt-store-error.js'
 
@@ -41,6 +41,12 @@ export interface ClickHouseConnection {
   readonly client: ClickHouseClient
   /** The bytes of `query` (no FORMAT clause) in `format`, pulled chunk by chunk; abort or return stops the query. */
   stream(query: string, params: Record<string, unknown>, format: RawFormat, signal?: AbortSignal): AsyncIterable<Uint8Array>
+  /**
+   * Inserts rows already written as JSONCompactEachRow (one JSON array per line, values in
+   * the order of `columns`): the bytes go to the engine as they are, with no object per row
+   * for the client to serialise (on chDB: the engine's raw insert, handed the buffer itself).
+   */
+  insertCompact(table: string, columns: readonly string[], body: Buffer): Promise<void>
   close(): Promise<void>
 }
 
@@ -117,10 +123,16 @@ async function openChdb(target: Extract<ClickHouseTarget, { kind: 'chdb' }>): Pr
   const { createChdbConnection } = require('chdb/connection') as typeof import('chdb/connection')
   // chdb types its connection against @clickhouse/client-common, the client against the copy of those types it bundles.
   const client = createClient({ connection: createChdbConnection({ path }) as never, clickhouse_settings: COMMON_SETTINGS })
+  // The raw insert: the client's insert path on chDB serialises each row and splices the
+  // whole body into the statement's text, which the engine's SQL parser then reads.
+  const inserts = new Session(path)
   let closed = false
   return {
     engine: 'chdb',
     client,
+    async insertCompact(table, columns, body) {
+      await inserts.insert({ table, values: body, format: 'JSONCompactEachRow', columns })
+    },
     async *stream(query, params, format, signal) {
       if (format === 'Parquet') {
         yield* parquetThroughFile(path, query, params, signal)
@@ -141,6 +153,7 @@ async function openChdb(target: Extract<ClickHouseTarget, { kind: 'chdb' }>): Pr
       if (closed) return
       closed = true
       await client.close()
+      inserts.close()
       leaveEngine()
     },
   }
@@ -185,6 +198,10 @@ function openServer(target: Extract<ClickHouseTarget, { kind: 'server' }>): Clic
   return {
     engine: 'server',
     client,
+    async insertCompact(table, columns, body) {
+      // A byte stream (not object mode): the client sends it as the body unchanged.
+      await client.insert({ table, values: Readable.from([body], { objectMode: false }), format: 'JSONCompactEachRow', columns: columns as [string, ...string[]] })
+    },
     async *stream(query, params, format, signal) {
       // The client never sends a request whose signal was aborted before it was made, but
       // it does not check: it only listens for an abort to come.

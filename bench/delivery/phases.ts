@@ -60,8 +60,12 @@ export interface LatencyResult {
   lastEventId: number
 }
 
-export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, sources: readonly BenchSource[], rentals: readonly BenchRental[], perRental: number, parsedPerRental: number, rate: number, seconds: number): Promise<LatencyResult> {
-  const pusher = new Pusher(gw.url, 'lat')
+/**
+ * `gw` serves the streams and, unless `ingest` names another process (a cluster's gateway,
+ * with delivery in a process of its own), takes the pushes; `sampler` follows `gw`.
+ */
+export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, sources: readonly BenchSource[], rentals: readonly BenchRental[], perRental: number, parsedPerRental: number, rate: number, seconds: number, ingest: { readonly url: string; readonly adminToken: string } = gw): Promise<LatencyResult> {
+  const pusher = new Pusher(ingest.url, 'lat')
   const fromSend = new LatencyHistogram()
   const fromAck = new LatencyHistogram()
   const fromAccept = new LatencyHistogram()
@@ -89,7 +93,7 @@ export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, so
   pusher.presign(sources, rate * seconds)
   const open = streams.filter((s) => !s.closedByServer).length
   const perSource = rentals.length / sources.length
-  const accept0 = await acceptBuckets(gw.url, gw.adminToken)
+  const accept0 = await acceptBuckets(ingest.url, ingest.adminToken)
   sampler.beginWindow()
   const clientCpu0 = process.cpuUsage()
   const t0 = performance.now()
@@ -103,7 +107,7 @@ export async function latencyPhase(gw: BenchGateway, sampler: ProcessSampler, so
   const eventsOut = Math.max(1, received * (perRental / parsedPerRental))
   const cpuMsPer1000 = (cores: number) => Number(((cores * windowSeconds * 1e6) / eventsOut).toFixed(1))
   const clientCpu = process.cpuUsage(clientCpu0)
-  const gatewayAcceptTo202 = acceptFigures(accept0, await acceptBuckets(gw.url, gw.adminToken), 20)
+  const gatewayAcceptTo202 = acceptFigures(accept0, await acceptBuckets(ingest.url, ingest.adminToken), 20)
   const drainedBytes = streams.reduce((n, s) => n + ((s as { bytes?: number }).bytes ?? 0), 0)
   for (const _ of late) fromAck.recordMs(0)
   const disconnected = streams.filter((s) => s.closedByServer).length

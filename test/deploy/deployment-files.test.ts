@@ -119,7 +119,7 @@ const ownImage = (s: ComposeService) => s.image?.startsWith('signal-ingest-gatew
  * ClickHouse schema of deploy/nats/ and deploy/clickhouse/, which other parts of the
  * repository provide and check.
  */
-const PROVIDED_ELSEWHERE = new Set(['deploy/prometheus/metrics-token', 'deploy/nats/nats-1.conf', 'deploy/nats/nats-2.conf', 'deploy/nats/nats-3.conf'])
+const PROVIDED_ELSEWHERE = new Set(['deploy/prometheus/metrics-token'])
 
 function bindSources(service: ComposeService): string[] {
   return (service.volumes ?? []).map((v) => v.split(':')[0] as string).filter((source) => source.startsWith('.'))

@@ -49,6 +49,17 @@ t.test('two records of one signal_id in a batch make one receipt, from the first
   t.equal((await store.get(receiptIdOf('in-batch', 'sig-000030')))?.note, 'first')
 })
 
+t.test('text fields keep every character through the insert: quotes, backslashes, newlines, tabs, brackets, non-ASCII', async (t) => {
+  const note = 'a "quoted" \\ back\\slash\nnew line\ttab [1,2] {"k":null} \u00e9\u4e2d\ud83d\ude80 \u0001'
+  const input = receiptInput(45, { source_id: 'text "src"\n', note, confidence: 0 })
+  await store.record([input])
+  const r = await store.get(receiptIdOf('text "src"\n', input.signal_id))
+  t.equal(r?.note, note)
+  t.equal(r?.source_id, 'text "src"\n')
+  t.equal(r?.confidence, 0)
+  t.equal(r?.emitted_at, input.emitted_at)
+})
+
 t.test('a receipt carries every field, ISO 8601 UTC times with milliseconds, pending and none until scored or disputed', async (t) => {
   const input = receiptInput(40, { source_id: 'fields', confidence: null, note: null })
   await store.record([input])
