@@ -114,11 +114,7 @@ interface ComposeService {
 const compose = (file: string) => parseYaml(read(file), { merge: true }) as { services: Record<string, ComposeService> }
 const ownImage = (s: ComposeService) => s.image?.startsWith('signal-ingest-gateway') === true
 
-/**
- * Mounted files the operator writes (the scrape token), and the NATS configuration and
- * ClickHouse schema of deploy/nats/ and deploy/clickhouse/, which other parts of the
- * repository provide and check.
- */
+/** Mounted files the operator writes (the scrape token, a credential kept out of the repository). */
 const PROVIDED_ELSEWHERE = new Set(['deploy/prometheus/metrics-token'])
 
 function bindSources(service: ComposeService): string[] {
