@@ -9,3 +9,5 @@ export { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, OUTCOMES_PER_POST_MAX, RECORD_BATCH
 export type { ClickHouseReceiptStoreOptions } from './receipt-store-clickhouse.js'
 export type { ClickHouseTarget } from './clickhouse-connection.js'
 export { receiptIdOf, isReceiptId } from './receipt-id.js'
+export { openClickHouse, type ClickHouseConnection } from './clickhouse-connection.js'
+export { toStoreError } from './clickhouse-errors.js'

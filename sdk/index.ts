@@ -13,3 +13,10 @@ export { CreatorApiError, GatewaySdkError, KeyFormatError, PushError, type PushE
 export { newNonce, sha256Hex, signingString, signRequest, type SignedRequest, type SignRequestInput } from './request-signing.js'
 export { backoffMs, DEFAULT_RETRY, isRetryableStatus, nextDelayMs, retryAfterMs, type RetryOptions } from './retry-policy.js'
 export { SourceClient, TimeoutError, type AcceptedSignal, type PushOptions, type RetryEvent, type SourceClientOptions } from './source-client.js'
+export { verifyReceipt, ReceiptVerifyError, type ReceiptBundle, type ReceiptCheck, type ReceiptRequest, type VerifiedReceipt, type VerifyReceiptOptions } from './verify-receipt.js'
+export { merkleLeafHash, merkleNodeHash, rootFromInclusionProof, verifyConsistency, verifyInclusion } from './merkle-proof.js'
+export { NoteError, noteKeyId, openNote, parseCheckpointText, parseVerifierKey, verifyCheckpoint, type Checkpoint, type NoteSignature, type NoteVerifierKey, type OpenedNote } from './signed-note.js'
+export {
+  COMMITTED_FIELDS, commitment, committedBytes, decodeLeaf, encodeLeaf, LEAF_KIND, LEAF_VERSION, LeafFormatError, SALT_BYTES,
+  type CommittedField, type CommittedValues, type DisputeLeaf, type ReceiptLogLeaf, type SignalLeaf, type SignalLeafClear,
+} from './receipt-leaf.js'

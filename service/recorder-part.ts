@@ -7,17 +7,21 @@ import type { ServiceCore } from './setup.js'
 /** The recorder's durable consumer: the one name every recorder of a deployment pulls. */
 const RECORDER_CONSUMER = 'recorder'
 
+/** Where receipts live: the embedded engine under DATA_DIR, or the ClickHouse server at CLICKHOUSE_URL. */
+export function receiptTarget(core: ServiceCore): ClickHouseTarget {
+  const { config, dataDir } = core
+  return config.CLICKHOUSE_URL === ''
+    ? { kind: 'chdb', path: join(dataDir, 'clickhouse'), maxServerMemoryBytes: config.CLICKHOUSE_MAX_MEMORY_MB * 1024 * 1024 }
+    : { kind: 'server', url: config.CLICKHOUSE_URL, requestTimeoutMs: config.CLICKHOUSE_TIMEOUT_MS }
+}
+
 /**
  * The receipt store, for the roles that read receipts (gateway) or write them (recorder):
  * the embedded engine under DATA_DIR, or a ClickHouse server. The schema is migrated here.
  */
 export async function openReceiptStore(core: ServiceCore): Promise<ClickHouseReceiptStore> {
-  const { config, dataDir, logger } = core
-  const target: ClickHouseTarget =
-    config.CLICKHOUSE_URL === ''
-      ? { kind: 'chdb', path: join(dataDir, 'clickhouse'), maxServerMemoryBytes: config.CLICKHOUSE_MAX_MEMORY_MB * 1024 * 1024 }
-      : { kind: 'server', url: config.CLICKHOUSE_URL, requestTimeoutMs: config.CLICKHOUSE_TIMEOUT_MS }
-  const receipts = new ClickHouseReceiptStore({ target })
+  const { logger } = core
+  const receipts = new ClickHouseReceiptStore({ target: receiptTarget(core) })
   await core.steps.time('receipts', () =>
     receipts.open().catch((err: unknown) => {
       // ClickHouse down at start must not stop ingest: the log holds the signals and the
@@ -50,7 +54,7 @@ export function createRecorder(core: ServiceCore, receipts: ClickHouseReceiptSto
 }
 
 /** Leases are a few small entries: one per leased consumer. */
-const LEASES_BUCKET_LIMITS = { maxKeys: 1024, maxValueBytes: 1024 }
+export const LEASES_BUCKET_LIMITS = { maxKeys: 1024, maxValueBytes: 1024 }
 
 /**
  * The recorder's durable consumer under a lease on the key-value port, in refuse mode:

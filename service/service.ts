@@ -8,6 +8,7 @@ import { migrateLegacyRegistry, Registry } from '../registry/index.js'
 import { Rentals } from '../rentals/index.js'
 import { openDeliveryPart } from './delivery-part.js'
 import { openGatewayPart } from './gateway-part.js'
+import { openReceiptLogPart } from './receipt-log-part.js'
 import { openReceiptReadsPart } from './receipt-reads-part.js'
 import { createRecorder, openReceiptStore, openRecorderLease } from './recorder-part.js'
 import { adminToken, followLogEnd, makeDir, stepTimer, type ServiceCore } from './setup.js'
@@ -115,6 +116,8 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   // Receipts: written by the recorder, read where receiptsHere says.
   const receipts = receiptsHere || runs.recorder ? await openReceiptStore(core) : undefined
   const receiptReads = receiptsHere && receipts && rentals ? await openReceiptReadsPart(core, receipts, rentals) : undefined
+  // The receipt log: read where receipts are, sequenced where the recorder runs.
+  const receiptLog = receipts ? await openReceiptLogPart(core, receipts, { serve: receiptReads !== undefined, sequence: runs.recorder, leased: backends.leasedRecorder }) : undefined
   const gatewayPart = runs.gateway && rentals ? await openGatewayPart(core, rentals) : undefined
   // Without ingest here, the log's end is asked of the log (in a cluster, others append).
   const logEnd = gatewayPart === undefined ? await followLogEnd(signalLog, 1000, (err) => logger.warn({ err }, 'signal log: its end could not be read')) : undefined
@@ -137,7 +140,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     role,
     registry,
     ...(gatewayPart && { api: gatewayPart.api }),
-    ...(receiptReads && { receiptRoutes: receiptReads.routes }),
+    ...(receiptReads && { receiptRoutes: { ...receiptReads.routes, ...(receiptLog?.routes && { log: receiptLog.routes }) } }),
     receiptsServedBy: backends.kind === 'embedded' ? 'gateway' : 'recorder',
     ...(delivery && { delivery: delivery.routes }),
     ...(recorder && { recorder }),
@@ -156,6 +159,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   starting = false
   // After the rebuild, which reads the log the recorder's batches would compete with.
   recorder?.start()
+  receiptLog?.start()
   gatewayPart?.run()
   logger.info(
     {
@@ -181,6 +185,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         // Its batch in flight written and acknowledged, before the log and the store close.
         await recorder?.close().catch((err: unknown) => logger.warn({ err }, 'recorder did not stop cleanly; its last batch is recorded again at the next start'))
         await recorderLease?.close().catch((err: unknown) => logger.warn({ err }, 'recorder lease not released; another recorder takes it when it lapses'))
+        await receiptLog?.close().catch((err: unknown) => logger.warn({ err }, 'receipt log did not stop cleanly; its last batch is logged again at the next start'))
         // Each is closed even if one before it fails; the first failure is reported.
         let failure: unknown
         await delivery?.close().catch((err: unknown) => (failure ??= err))

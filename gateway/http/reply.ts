@@ -86,7 +86,7 @@ export class Reply {
    * Ends the response, and finishes this reply once the socket has taken all of it. With
    * `close`, uWS closes the connection after it, so nothing piles up behind it.
    */
-  #end(text: string, close = false): void {
+  #end(text: string | Buffer, close = false): void {
     this.done = true
     if (this.head) {
       // uWS 20.30 takes no arguments in endWithoutBody (with any it sends nothing), so the
@@ -113,7 +113,7 @@ export class Reply {
       return
     }
     // What the socket took is skipped on each retry.
-    const bytes = Buffer.from(text)
+    const bytes = typeof text === 'string' ? Buffer.from(text) : text
     this.res.onWritable((offset) => {
       if (this.aborted) return true
       const [ok, finished] = this.res.tryEnd(bytes.subarray(offset - start), total)
@@ -145,6 +145,19 @@ export class Reply {
       this.res.writeHeader('content-type', contentType)
       this.res.writeHeader('x-request-id', this.requestId)
       this.#end(text)
+    })
+  }
+
+  /** A text or binary body with headers of its own (the receipt log's checkpoint and tiles, with their caching). */
+  sendBody(status: number, contentType: string, body: string | Buffer, headers: Record<string, string> = {}): void {
+    if (this.done || this.aborted) return
+    this.status = status
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status))
+      this.res.writeHeader('content-type', contentType)
+      this.res.writeHeader('x-request-id', this.requestId)
+      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v)
+      this.#end(body)
     })
   }
 
