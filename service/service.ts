@@ -116,14 +116,15 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   // Receipts: written by the recorder, read where receiptsHere says.
   const receipts = receiptsHere || runs.recorder ? await openReceiptStore(core) : undefined
   const receiptReads = receiptsHere && receipts && rentals ? await openReceiptReadsPart(core, receipts, rentals) : undefined
-  // The receipt log: read where receipts are, sequenced where the recorder runs.
-  const receiptLog = receipts ? await openReceiptLogPart(core, receipts, { serve: receiptReads !== undefined, sequence: runs.recorder, leased: backends.leasedRecorder }) : undefined
   const gatewayPart = runs.gateway && rentals ? await openGatewayPart(core, rentals) : undefined
   // Without ingest here, the log's end is asked of the log (in a cluster, others append).
   const logEnd = gatewayPart === undefined ? await followLogEnd(signalLog, 1000, (err) => logger.warn({ err }, 'signal log: its end could not be read')) : undefined
   const logLastSeq = logEnd?.lastSeq ?? (() => gatewayPart?.api.pipeline.logLastSeq ?? 0)
   // On NATS the recorder's consumer is taken before listening: a second recorder of the cluster is refused here, naming the first.
-  const recorderLease = runs.recorder && backends.leasedRecorder ? await openRecorderLease(core) : undefined
+  // The receipt log (read where receipts are, sequenced where the recorder runs) is opened beside
+  // the recorder's lease: after a kill -9 each waits for its own lease to lapse, at the same time.
+  const openingLog = receipts ? openReceiptLogPart(core, receipts, { serve: receiptReads !== undefined, sequence: runs.recorder, leased: backends.leasedRecorder }) : undefined
+  const [recorderLease, receiptLog] = await Promise.all([runs.recorder && backends.leasedRecorder ? openRecorderLease(core) : undefined, openingLog])
   const recorder = runs.recorder && receipts ? createRecorder(core, receipts, logLastSeq, recorderLease?.consumer) : undefined
   const delivery = runs.delivery && rentals ? await openDeliveryPart(core, rentals) : undefined
 
