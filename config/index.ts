@@ -74,6 +74,8 @@ const Env = {
   WEBHOOK_TESTS_PER_MINUTE: { type: 'int', default: 10, min: 1, max: 1000, help: 'test requests (POST /v1/rentals/:id/webhook/test) a rental may make in any minute, counted on the shared webhooks store; past it 429 with Retry-After' },
   WEBHOOK_CONCURRENCY: { type: 'int', default: 64, min: 1, max: 4096, help: 'webhook connections open at once, all endpoints together' },
   DELIVERY_KEY_OVERLAP_S: { type: 'int', default: 7 * 86_400, min: 0, max: 90 * 86_400, help: 'after a delivery key rotation, how long the previous key keeps signing webhook deliveries next to the new one' },
+  RECEIPT_LOG_CHECKPOINT_MS: { type: 'int', default: 1000, min: 100, max: 60_000, help: 'the least time between two checkpoints of the receipt log while leaves arrive: a receipt is in a signed checkpoint within about this much of its 202' },
+  RECEIPT_LOG_KEY_OVERLAP_S: { type: 'int', default: 7 * 86_400, min: 0, max: 90 * 86_400, help: 'after a log key rotation, how long the previous key keeps signing checkpoints next to the new one' },
   STREAM_MAX_PER_RENTAL: { type: 'int', default: 5, min: 1, max: 1000, help: 'event streams (SSE) open at once per rental, over every delivery process of a cluster on NATS; the next gets 429 with Retry-After' },
   STREAM_HEARTBEAT_MS: { type: 'int', default: 15_000, min: 100, max: 300_000, help: 'period of the comment line (": ping") each open event stream gets' },
   STREAM_RETRY_MS: { type: 'int', default: 3000, min: 0, max: 600_000, help: 'the reconnection delay (SSE retry:) streams tell their clients' },
@@ -104,7 +106,7 @@ export type Role = Config['ROLE']
  * (SHUTDOWN_GRACE_SM) stops the start instead of silently keeping a default. Generic
  * prefixes other software also uses (DATA_, LOG_) are left out.
  */
-const OWN_PREFIXES = ['GATEWAY_', 'TRACE_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_', 'WEBHOOK_', 'DELIVERY_KEY', 'STREAM_']
+const OWN_PREFIXES = ['GATEWAY_', 'TRACE_', 'RECEIPT_LOG_', 'OTEL_', 'JOURNAL_', 'VERIFY_', 'DEDUP_', 'INGEST_', 'NONCE_', 'SIGNAL_ID_', 'BODY_', 'OVER_RATE_', 'SHUTDOWN_', 'RENTALS_', 'CLICKHOUSE_', 'RECORDER_', 'READ_RATE_', 'EXPORT_', 'ADMIN_', 'PUBLIC_BASE', 'TRUSTED_PROX', 'STATUS_', 'WEBHOOK_', 'DELIVERY_KEY', 'STREAM_']
 
 /**
  * An admin token must be guessable by nobody and sendable as `Bearer <token>`: 32 to

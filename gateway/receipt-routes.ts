@@ -5,7 +5,18 @@ import { registerScoringRoutes } from './control/scoring-routes.js'
 import { registerSourceStatusRoute } from './control/source-status-route.js'
 import type { JsonRoutesParts } from './http/json-route.js'
 import type { Metrics } from './metrics.js'
-import { registerReadRoutes, type ReadOptions } from './reads/index.js'
+import { registerReadRoutes, type LogRouteOptions, type ReadOptions } from './reads/index.js'
+
+/** The receipt log's paths: served with the receipts, by every process that reads the receipt store. */
+export const LOG_PATHS: readonly string[] = [
+  '/v1/log/checkpoint',
+  '/v1/log/key',
+  '/v1/log/keys',
+  '/v1/log/tile/*',
+  '/v1/log/consistency',
+  '/v1/byo/receipts/:receipt_id/proof',
+  '/v1/admin/log-keys/rotate',
+]
 
 /**
  * Every path that reads or writes receipts: the receipt reads and exports, usage, a
@@ -27,6 +38,7 @@ export const RECEIPT_PATHS: readonly string[] = [
   '/v1/usage',
   '/v1/admin/usage',
   '/v1/scoring/outcomes',
+  ...LOG_PATHS,
 ]
 
 export interface ReceiptRouteOptions {
@@ -37,16 +49,18 @@ export interface ReceiptRouteOptions {
   readonly statusCacheMs: number
   /** The receipt reads' allowances, export caps and usage meter. */
   readonly reads: Pick<ReadOptions, 'limiter' | 'rates' | 'exportsPerCaller' | 'exportsMax' | 'exportIdleTimeoutMs' | 'meter'>
+  /** The receipt log's reads; without it (a process that does not open the log) its paths are not served. */
+  readonly log?: LogRouteOptions
 }
 
 export function registerReceiptRoutes(parts: JsonRoutesParts, o: ReceiptRouteOptions, edge: { readonly clientAddresses: ClientAddresses; readonly metrics: Metrics }): void {
   const before = new Set(parts.routes.keys())
   registerScoringRoutes(parts, o.receipts, Date.now)
   registerSourceStatusRoute(parts, { receipts: o.receipts, cacheMs: o.statusCacheMs, now: Date.now, logger: parts.logger })
-  registerReadRoutes(parts, { ...o.reads, receipts: o.receipts, rentals: o.rentals, clientAddresses: edge.clientAddresses, logger: parts.logger, metrics: edge.metrics.registry })
+  registerReadRoutes(parts, { ...o.reads, receipts: o.receipts, rentals: o.rentals, clientAddresses: edge.clientAddresses, logger: parts.logger, metrics: edge.metrics.registry, ...(o.log && { log: o.log }) })
   const added = [...parts.routes.keys()].filter((p) => !before.has(p))
   const unlisted = added.filter((p) => !RECEIPT_PATHS.includes(p))
-  const missing = RECEIPT_PATHS.filter((p) => !added.includes(p))
+  const missing = RECEIPT_PATHS.filter((p) => !added.includes(p) && (o.log !== undefined || !LOG_PATHS.includes(p)))
   // A receipt route left out of the list would get a 404 instead of a 421 where it is not served.
   if (unlisted.length > 0 || missing.length > 0) throw new Error(`RECEIPT_PATHS is out of date: not listed ${JSON.stringify(unlisted)}, not served ${JSON.stringify(missing)}`)
 }

@@ -45,6 +45,8 @@ export const ERROR_STATUS = {
   slots_in_use: 409,
   source_retired: 409,
   rental_not_active: 409,
+  /** A receipt whose leaf is not in a signed checkpoint of the receipt log yet: retry in a second. */
+  not_yet_logged: 409,
   unknown_signal: 400,
   payload_too_large: 413,
   /** A path another role serves (ROLE): the request reached the wrong process. */

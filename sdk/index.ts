@@ -31,3 +31,10 @@ export {
   type WebhookFailure,
   type WebhookKeys,
 } from './webhook-signature.js'
+export { verifyReceipt, ReceiptVerifyError, type ReceiptBundle, type ReceiptCheck, type ReceiptRequest, type VerifiedReceipt, type VerifyReceiptOptions } from './verify-receipt.js'
+export { merkleLeafHash, merkleNodeHash, rootFromInclusionProof, verifyConsistency, verifyInclusion } from './merkle-proof.js'
+export { NoteError, noteKeyId, openNote, parseCheckpointText, parseVerifierKey, verifyCheckpoint, type Checkpoint, type NoteSignature, type NoteVerifierKey, type OpenedNote } from './signed-note.js'
+export {
+  COMMITTED_FIELDS, commitment, committedBytes, decodeLeaf, encodeLeaf, LEAF_KIND, LEAF_VERSION, LeafFormatError, SALT_BYTES,
+  type CommittedField, type CommittedValues, type DisputeLeaf, type ReceiptLogLeaf, type SignalLeaf, type SignalLeafClear,
+} from './receipt-leaf.js'

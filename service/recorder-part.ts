@@ -9,7 +9,7 @@ import type { ServiceCore } from './setup.js'
 export const RECORDER_CONSUMER = 'recorder'
 
 /** Leases are a few small entries: one per leased consumer, and the migration lock. */
-const LEASES_BUCKET_LIMITS = { maxKeys: 1024, maxValueBytes: 1024 }
+export const LEASES_BUCKET_LIMITS = { maxKeys: 1024, maxValueBytes: 1024 }
 
 /**
  * In a cluster on a ClickHouse server every gateway and recorder opens the one store, and
@@ -43,19 +43,24 @@ function migrationLease(core: ServiceCore): MigrationLock {
   }
 }
 
+/** Where receipts live: the embedded engine under DATA_DIR, or the ClickHouse server at CLICKHOUSE_URL. */
+export function receiptTarget(core: ServiceCore): ClickHouseTarget {
+  const { config, dataDir } = core
+  return config.CLICKHOUSE_URL === ''
+    ? { kind: 'chdb', path: join(dataDir, 'clickhouse'), maxServerMemoryBytes: config.CLICKHOUSE_MAX_MEMORY_MB * 1024 * 1024 }
+    : { kind: 'server', url: config.CLICKHOUSE_URL, requestTimeoutMs: config.CLICKHOUSE_TIMEOUT_MS }
+}
+
 /**
  * The receipt store, for the roles that read receipts (gateway) or write them (recorder):
  * the embedded engine under DATA_DIR, or a ClickHouse server. The schema is migrated here.
  */
 export async function openReceiptStore(core: ServiceCore): Promise<ClickHouseReceiptStore> {
-  const { config, dataDir, logger } = core
+  const { config, logger } = core
   const onServer = config.CLICKHOUSE_URL !== ''
-  const target: ClickHouseTarget = onServer
-    ? { kind: 'server', url: config.CLICKHOUSE_URL, requestTimeoutMs: config.CLICKHOUSE_TIMEOUT_MS }
-    : { kind: 'chdb', path: join(dataDir, 'clickhouse'), maxServerMemoryBytes: config.CLICKHOUSE_MAX_MEMORY_MB * 1024 * 1024 }
   // On the embedded backends one process owns DATA_DIR, and with it the store's migrations.
   const shared = onServer && core.backends.kind !== 'embedded'
-  const receipts = new ClickHouseReceiptStore({ target, ...(shared && { migrationLock: migrationLease(core) }) })
+  const receipts = new ClickHouseReceiptStore({ target: receiptTarget(core), ...(shared && { migrationLock: migrationLease(core) }) })
   await core.steps.time('receipts', () =>
     receipts.open().catch((err: unknown) => {
       // ClickHouse down at start must not stop ingest: the log holds the signals and the

@@ -8,6 +8,7 @@ import { migrateLegacyRegistry, Registry } from '../registry/index.js'
 import { Rentals } from '../rentals/index.js'
 import { openDeliveryPart } from './delivery-part.js'
 import { openGatewayPart } from './gateway-part.js'
+import { openReceiptLogPart } from './receipt-log-part.js'
 import { openReceiptReadsPart } from './receipt-reads-part.js'
 import { createRecorder, openReceiptStore, openRecorderLease } from './recorder-part.js'
 import { adminToken, followLogEnd, makeDir, stepTimer, type ServiceCore } from './setup.js'
@@ -124,8 +125,12 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   // On NATS the recorder's consumer is leased: with receipts under DATA_DIR it is taken
   // before listening, and a second recorder of the cluster is refused here, naming the
   // first; with receipts on a ClickHouse server every recorder starts, one pulls, the
-  // others wait as standbys (recorder-part.ts).
-  const recorderLease = runs.recorder && backends.leasedRecorder ? await openRecorderLease(core, config.CLICKHOUSE_URL === '' ? 'refuse' : 'wait') : undefined
+  // others wait as standbys (recorder-part.ts). The receipt log (read where receipts are,
+  // sequenced where the recorder runs) is opened beside it with its own lease in the same
+  // mode: after a kill -9 each waits for its own lease to lapse, at the same time.
+  const leaseMode = config.CLICKHOUSE_URL === '' ? 'refuse' : 'wait'
+  const openingLog = receipts ? openReceiptLogPart(core, receipts, { serve: receiptReads !== undefined, sequence: runs.recorder, leased: backends.leasedRecorder, leaseMode }) : undefined
+  const [recorderLease, receiptLog] = await Promise.all([runs.recorder && backends.leasedRecorder ? openRecorderLease(core, leaseMode) : undefined, openingLog])
   const recorder = runs.recorder && receipts ? createRecorder(core, receipts, logLastSeq, recorderLease) : undefined
   const delivery = runs.delivery && rentals ? await openDeliveryPart(core, rentals) : undefined
 
@@ -142,7 +147,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
     role,
     registry,
     ...(gatewayPart && { api: gatewayPart.api }),
-    ...(receiptReads && { receiptRoutes: receiptReads.routes }),
+    ...(receiptReads && { receiptRoutes: { ...receiptReads.routes, ...(receiptLog?.routes && { log: receiptLog.routes }) } }),
     receiptsServedBy: backends.kind === 'embedded' ? 'gateway' : 'recorder',
     ...(delivery && { delivery: delivery.routes }),
     ...(recorder && { recorder }),
@@ -161,6 +166,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
   starting = false
   // After the rebuild, which reads the log the recorder's batches would compete with.
   recorder?.start()
+  receiptLog?.start()
   gatewayPart?.run()
   logger.info(
     {
@@ -186,6 +192,7 @@ async function startOnLockedDir(config: Config, logger: Logger, dataDir: string)
         // Its batch in flight written and acknowledged, before the log and the store close.
         await recorder?.close().catch((err: unknown) => logger.warn({ err }, 'recorder did not stop cleanly; its last batch is recorded again at the next start'))
         await recorderLease?.close().catch((err: unknown) => logger.warn({ err }, 'recorder lease not released; another recorder takes it when it lapses'))
+        await receiptLog?.close().catch((err: unknown) => logger.warn({ err }, 'receipt log did not stop cleanly; its last batch is logged again at the next start'))
         // Each is closed even if one before it fails; the first failure is reported.
         let failure: unknown
         await delivery?.close().catch((err: unknown) => (failure ??= err))

@@ -149,6 +149,19 @@ export class Reply {
     })
   }
 
+  /** A text or binary body with headers of its own (the receipt log's checkpoint and tiles, with their caching). */
+  sendBody(status: number, contentType: string, body: string | Buffer, headers: Record<string, string> = {}): void {
+    if (this.done || this.aborted) return
+    this.status = status
+    this.res.cork(() => {
+      this.res.writeStatus(statusLine(status))
+      this.res.writeHeader('content-type', contentType)
+      this.res.writeHeader('x-request-id', this.requestId)
+      for (const [k, v] of Object.entries(headers)) this.res.writeHeader(k, v)
+      this.#end(body)
+    })
+  }
+
   /**
    * The error body (`ok: false`; code, message, request_id), with the headers HTTP asks
    * of some statuses: Retry-After on 429 and 503 (RFC 6585), Allow on 405, and on every

@@ -7,6 +7,7 @@ import type { JsonRoutesParts } from '../http/json-route.js'
 import { ExportFailures } from './export-failures.js'
 import { ExportSlots } from './export-slots.js'
 import { registerExportRoutes } from './export-route.js'
+import { registerLogRoutes, type LogRouteOptions } from './log-routes.js'
 import { ReceiptAccess } from './receipt-access.js'
 import { registerReceiptRoutes } from './receipt-routes.js'
 import { registerStatsRoute } from './stats-route.js'
@@ -29,6 +30,7 @@ export interface ReadOptions {
   readonly logger: Logger
   /** Where sgw_export_failures_total is registered. */
   readonly metrics: MetricsRegistry
+  readonly log?: LogRouteOptions
 }
 
 /** Registers the receipt reads, the exports, a source's counts and the usage endpoints. Exports first: their static path wins over `:receipt_id`. */
@@ -38,6 +40,8 @@ export function registerReadRoutes(parts: JsonRoutesParts, o: ReadOptions): void
   const failures = new ExportFailures()
   failures.register(o.metrics)
   registerExportRoutes(r, { store: o.receipts, access, slots: new ExportSlots(o.exportsPerCaller, o.exportsMax), meter: o.meter, logger: o.logger, idleTimeoutMs: o.exportIdleTimeoutMs, failures })
+  // Before the receipt by id: `:receipt_id/proof` is its own route.
+  if (o.log !== undefined) registerLogRoutes(r, o.receipts, access, o.log)
   registerReceiptRoutes(r, o.receipts, access)
   registerStatsRoute(r, o.receipts, access)
   registerUsageRoutes(parts, o.meter)

@@ -29,6 +29,15 @@ export interface SignalRecord {
   readonly signature: string
   /** The raw request body, byte-exact (it is strict UTF-8 JSON, checked before). */
   readonly body: string
+  /**
+   * The rest of the signing string and the key that verified it, so the receipt log can
+   * keep the creator's whole signed request even after the key's record leaves the
+   * registry (a revoked key's is dropped in time). Absent in records of earlier releases.
+   */
+  readonly method?: string
+  readonly path?: string
+  /** base64 of the 32 raw public-key bytes. */
+  readonly public_key?: string
 }
 
 /** The log's dedup id: JetStream's Nats-Msg-Id in the cluster deployment. */
@@ -76,6 +85,9 @@ export function signalRecord(
     nonce: req.nonce,
     signature: Buffer.from(req.signature).toString('base64'),
     body: req.body.toString('utf8'),
+    method: req.method,
+    path: req.path,
+    public_key: Buffer.from(req.key.publicKey).toString('base64'),
   }
 }
 
