@@ -11,6 +11,7 @@ import type { LoopContext } from './loop-context.js'
 import { RentalLoop } from './webhook-loop.js'
 import type { DeliveryAttempt, WebhookEndpoint, WebhookState } from './webhook-state.js'
 import { WebhookUrlError } from './webhook-url.js'
+import type { Signer, WebhookSecrets } from './webhook-secrets.js'
 
 export interface WebhookWorkerOptions {
   readonly log: SignalLog
@@ -18,6 +19,8 @@ export interface WebhookWorkerOptions {
   readonly tail: LiveTail
   readonly state: WebhookState
   readonly keys: DeliveryKeys
+  /** The secrets of webhooks signed with the `v1` scheme. */
+  readonly secrets: WebhookSecrets
   readonly rental: (rentalId: string) => RentalRecord | undefined
   /** The accepted disputes, delivered in their place among the records (the registry). */
   readonly disputes: RentalDisputes
@@ -39,6 +42,11 @@ export interface WebhookWorkerOptions {
   readonly onDeadLetter?: () => void
   readonly onDelivered?: (latencyMs: number) => void
   readonly onError?: (err: unknown, rentalId: string) => void
+  /**
+   * An endpoint started failing or was disabled (seen through the watch, so in every
+   * process); `owner` is true in the process running the rental's deliveries, which alone counts it.
+   */
+  readonly onHealth?: (endpoint: WebhookEndpoint, change: 'failing' | 'disabled' | 'healthy', owner: boolean) => void
   /** Whether this process runs the rental's loop now (it holds the rental's lease shard); every rental when omitted. */
   readonly owns?: (rentalId: string) => boolean
 }
@@ -56,8 +64,8 @@ const MAX_ANSWER_BYTES = 64 * 1024
 /** The pause before a loop that failed on its storage starts again. */
 const LOOP_RESTART_MS = 5_000
 
-/** One POST of a signed event; never throws. */
-export async function sendWebhook(options: Pick<WebhookWorkerOptions, 'dispatcher' | 'keys' | 'timeoutMs'>, url: string, webhookId: string, body: string, now: number): Promise<AttemptOutcome> {
+/** One POST of an event signed by `sign`; never throws. */
+export async function sendWebhook(options: Pick<WebhookWorkerOptions, 'dispatcher' | 'timeoutMs'>, url: string, webhookId: string, body: string, now: number, sign: Signer): Promise<AttemptOutcome> {
   const started = performance.now()
   const timestamp = Math.floor(now / 1000)
   const headers = {
@@ -65,7 +73,7 @@ export async function sendWebhook(options: Pick<WebhookWorkerOptions, 'dispatche
     'user-agent': 'signal-ingest-gateway-webhooks/1',
     'webhook-id': webhookId,
     'webhook-timestamp': String(timestamp),
-    'webhook-signature': options.keys.signature(webhookId, timestamp, body),
+    'webhook-signature': sign(webhookId, timestamp, body),
   }
   const took = () => Math.round(performance.now() - started)
   try {
@@ -155,7 +163,10 @@ export class WebhookWorkers {
       owns: (rentalId) => this.#owns(rentalId),
       endpoint: (rentalId) => this.#endpoints.get(rentalId),
       markEndpoint: (rentalId, change) => this.#markEndpoint(rentalId, change),
-      send: (url, webhookId, body, at) => this.#sends.run(o.maxConcurrent ?? Infinity, () => sendWebhook(o, url, webhookId, body, at)),
+      send: async (endpoint, webhookId, body, at) => {
+        const sign = await o.secrets.signerFor(endpoint, o.keys)
+        return this.#sends.run(o.maxConcurrent ?? Infinity, () => sendWebhook(o, endpoint.url, webhookId, body, at, sign))
+      },
       catchUp: this.#catchUp,
       onAttempt: (result) => o.onAttempt?.(result),
       onDeadLetter: () => o.onDeadLetter?.(),
@@ -181,9 +192,12 @@ export class WebhookWorkers {
     this.#watching = (async () => {
       for await (const entry of watch) {
         const rentalId = entry.key.slice('endpoint.'.length)
-        if (entry.operation === 'DEL') this.#endpoints.delete(rentalId)
-        else this.#endpoints.set(rentalId, JSON.parse(Buffer.from(entry.value).toString('utf8')) as WebhookEndpoint)
+        const before = this.#endpoints.get(rentalId)
+        const after = entry.operation === 'DEL' ? undefined : (JSON.parse(Buffer.from(entry.value).toString('utf8')) as WebhookEndpoint)
+        if (after === undefined) this.#endpoints.delete(rentalId)
+        else this.#endpoints.set(rentalId, after)
         this.#reconcile(rentalId)
+        this.#changed(rentalId, before, after)
       }
     })().catch((err: unknown) => this.#o.onError?.(err, ''))
     await watch.initialized
@@ -245,6 +259,34 @@ export class WebhookWorkers {
     this.#loops.get(rentalId)?.loop.poke()
   }
 
+  /** The rental changed (its filter, its end): an event waiting for its retry is looked at again. */
+  rentalChanged(rentalId: string): void {
+    this.#loops.get(rentalId)?.loop.nudge()
+  }
+
+  /** Every endpoint as this process last saw it: the figures of /metrics. */
+  endpoints(): IterableIterator<WebhookEndpoint> {
+    return this.#endpoints.values()
+  }
+
+  /**
+   * An endpoint changed, here or in another process: its loop looks again at the event it
+   * waits to retry (a retry request, a re-send or the URL set again ends the wait; a
+   * re-send is in the list it then reads), and the renter is told when the endpoint
+   * started failing or was disabled (onHealth, in every process, for its own streams).
+   */
+  #changed(rentalId: string, before: WebhookEndpoint | undefined, after: WebhookEndpoint | undefined): void {
+    const running = this.#loops.get(rentalId)?.loop
+    if (running !== undefined && after !== undefined) {
+      if ((after.retry_requests ?? 0) !== (before?.retry_requests ?? 0)) running.poke()
+      running.nudge()
+    }
+    // The watch's first values are the state as found, not changes: told only from then on.
+    if (before === undefined || after === undefined) return
+    const health = healthChange(before, after)
+    if (health !== undefined) this.#o.onHealth?.(after, health, this.#owns(rentalId))
+  }
+
   #reconcile(rentalId: string): void {
     if (this.#closed) return
     const endpoint = this.#endpoints.get(rentalId)
@@ -291,6 +333,14 @@ export class WebhookWorkers {
     await Promise.all(loops.map((l) => l.done))
     await this.#watching
   }
+}
+
+/** The change of health from `before` to `after`, if any: failing (no success since a failure), disabled, or healthy again. */
+function healthChange(before: WebhookEndpoint, after: WebhookEndpoint): 'failing' | 'disabled' | 'healthy' | undefined {
+  const of = (e: WebhookEndpoint) => (e.state === 'disabled' ? 'disabled' : e.failing_since !== null ? 'failing' : 'healthy')
+  const from = of(before)
+  const to = of(after)
+  return from === to ? undefined : to
 }
 
 /** A bound on operations under way at once: the next waits for a slot. */

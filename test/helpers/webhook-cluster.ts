@@ -8,6 +8,7 @@ import { join } from 'node:path'
 import type { Test } from 'tap'
 import { DeliveryKeys, publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
 import { shardOf } from '../../delivery/webhooks/shard-lease.js'
+import { WebhookSecrets } from '../../delivery/webhooks/webhook-secrets.js'
 import { Webhooks } from '../../delivery/webhooks/webhooks.js'
 import { openJournal, type Journal } from '../../pipeline/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
@@ -82,11 +83,13 @@ export async function cluster(t: Test, rentals: Map<string, RentalRecord>): Prom
   const open: Webhooks[] = []
   /** Each process's own ring bucket, kept across its restarts (the same name is the same process). */
   const ringBuckets = new Map<string, KvBucket>()
+  const secretBuckets = new Map<string, KvBucket>()
   t.teardown(async () => {
     for (const w of open) await w.close().catch(() => undefined)
     server.closeAllConnections()
     await new Promise<void>((resolve) => server.close(() => resolve()))
     for (const b of ringBuckets.values()) await b.close()
+    for (const b of secretBuckets.values()) await b.close()
     await bucket.close()
     await journal.close()
     await rm(dir, { recursive: true, force: true })
@@ -98,8 +101,10 @@ export async function cluster(t: Test, rentals: Map<string, RentalRecord>): Prom
       const own = cuttable(bucket)
       let ring = ringBuckets.get(name)
       if (ring === undefined) ringBuckets.set(name, (ring = await fileKvBuckets({ dir: join(dir, name, 'kv') })('delivery-keys', DeliveryKeys.bucketLimits)))
+      let secrets = secretBuckets.get(name)
+      if (secrets === undefined) secretBuckets.set(name, (secrets = await fileKvBuckets({ dir: join(dir, name, 'kv') })('webhook-secrets', WebhookSecrets.bucketLimits(100))))
       const webhooks = await Webhooks.open({
-        dataDir: join(dir, name), bucket: own, keysBucket: ring, log: journal, rental: (id) => rentals.get(id), disputes: noDisputes(), allowPrivateNetworks: true,
+        dataDir: join(dir, name), bucket: own, keysBucket: ring, secretsBucket: secrets, log: journal, rental: (id) => rentals.get(id), disputes: noDisputes(), allowPrivateNetworks: true,
         retryWindowMs: 60_000, retryFirstMs: 50, disableAfterMs: 60_000, maxConnections: 16, keyOverlapMs: 60_000, leaseMs, timeoutMs: 2000, testsPerMinute: 10,
       })
       open.push(webhooks)
