@@ -31,7 +31,8 @@ const event = (seq: number): SignalAcceptedEvent => ({
   received_at: '2026-11-24T10:00:00.001Z',
   receipt_id: 'rc_00000000000000000000000000000000',
   confidence: null,
-  note: null,
+  // A string last: the reads below count frames by their `"}` ending.
+  note: 'n',
 })
 
 interface Stream {
