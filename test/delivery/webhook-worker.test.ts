@@ -159,7 +159,7 @@ t.test('a receiver that fails, times out, answers 429 with Retry-After, then rec
   t.same(delivered.map((r) => JSON.parse(r.body).signal_id), ['sig_00000001', 'sig_00000002', 'sig_00000003', 'sig_00000004', 'sig_00000005'], 'every event, in order, none of another source, no test signal')
   t.equal(new Set(rx.got.slice(0, 4).map((r) => r.id)).size, 1, 'the webhook-id is the same on every retry')
   const first = JSON.parse(rx.got[0]!.body)
-  t.same(Object.keys(first).sort(), ['emitted_at', 'event', 'event_id', 'received_at', 'rental_id', 'severity', 'signal_id', 'source_id', 'token'].sort())
+  t.same(Object.keys(first).sort(), ['confidence', 'emitted_at', 'event', 'event_id', 'note', 'receipt_id', 'received_at', 'rental_id', 'severity', 'signal_id', 'source_id', 'token'].sort())
   t.equal(first.event, 'byo.signal.accepted')
   t.equal(first.rental_id, 'rnt_test1')
   const oldKey = before[0]!.public_key
