@@ -168,16 +168,24 @@ t.test('a retry request ends the wait of a parked event at once; health, live no
   t.equal((await call(gw.url, 'POST', `/v1/rentals/${rentalId}/webhook/retry`, { token: other.token })).status, 404, 'another renter')
 })
 
-t.test('a re-send ends the wait too', async (t) => {
+t.test('a re-send ends the wait too, and so does setting the URL again', async (t) => {
   const { src, renter, rentalId } = await rentalWithWebhook()
   answers.set(rentalId, (res) => res.writeHead(500).end())
   const first = await pushed(src)
-  await until(() => receiver.got.some((d) => d.path === `/hook/${rentalId}`), 15_000, 'the first attempt')
+  await until(() => attemptsAt(rentalId, first) === 1, 15_000, 'the first attempt')
   answers.delete(rentalId)
-  const eventId = JSON.parse(receiver.got.find((d) => d.path === `/hook/${rentalId}`)!.body).event_id
+  const eventId = signalsOf(rentalId).find((e) => e.signal_id === first).event_id
   t.equal((await call(gw.url, 'POST', `/v1/rentals/${rentalId}/webhook/deliveries/${eventId}/resend`, { token: renter.token })).status, 200)
   await until(() => attemptsAt(rentalId, first) >= 2, 20_000, 'tried again before the 60 s wait')
-  t.pass('the parked event went out at once')
+  // Then the re-send itself goes out (a third time), before the receiver fails again.
+  await until(() => attemptsAt(rentalId, first) === 3, 20_000, 'the re-send')
+  answers.set(rentalId, (res) => res.writeHead(500).end())
+  const second = await pushed(src)
+  await until(() => attemptsAt(rentalId, second) === 1, 15_000, 'the second event\'s first attempt')
+  answers.delete(rentalId)
+  t.equal((await call(gw.url, 'PUT', `/v1/rentals/${rentalId}/webhook`, { token: renter.token, body: { url: `${receiver.base}/hook/${rentalId}` } })).status, 200)
+  await until(() => attemptsAt(rentalId, second) === 2, 20_000, 'tried again once the URL was set again')
+  t.pass('each parked event went out at once')
 })
 
 t.test('a filter set while an event is parked skips it; a re-send of that event is delivered whatever the filter', async (t) => {
