@@ -14,4 +14,4 @@ export { STREAM_DISCONNECT_REASONS, StreamSession, type EventSink, type LatencyO
 export { TicketLimitError, TicketStoreFullError, type TicketBounds, type TicketGrant, type TicketLimitScope, type TicketStore } from './ticket-store.js'
 export { MemoryTicketStore } from './ticket-memory.js'
 export { KvTicketStore, type KvTicketStoreOptions } from './ticket-kv.js'
-export { DeliveryKeyLimitError, DeliveryKeys, eventIdOf, Webhooks, WebhookRequestError, WebhookUrlError, webhookBucketLimits, WEBHOOK_TIMEOUT_MS, type WebhookEndpoint, type WebhooksOptions } from './webhooks/index.js'
+export { DeliveryKeyLimitError, DeliveryKeys, eventIdOf, Webhooks, WebhookRequestError, WebhookUrlError, webhookBucketLimits, WEBHOOK_TIMEOUT_MS, WEBHOOK_SCHEMES, WebhookSecrets, type WebhookEndpoint, type WebhookHealth, type WebhookNotice, type WebhookScheme, type WebhooksOptions } from './webhooks/index.js'

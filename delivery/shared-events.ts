@@ -25,7 +25,7 @@ function decodeOnce(data: Uint8Array): SignalRecord | undefined {
  * decoded once for all of them and the streams of one rental get the same event object,
  * which the SSE sink serialises once for all of them. The result is exactly
  * `rentalEventOf(record, rental)`: it is reused only while the rental has the same
- * source and span (what that function reads of it). Entries live as long as the record does.
+ * source, span and filter (what that function reads of it). Entries live as long as the record does.
  */
 export function sharedRentalEvent(record: LogRecord, rental: RentalRecord): SignalAcceptedEvent | undefined {
   let byRental = made.get(record)
@@ -37,8 +37,8 @@ export function sharedRentalEvent(record: LogRecord, rental: RentalRecord): Sign
   return event
 }
 
-/** The fields of a rental that rentalEventOf and isActive read. */
+/** The fields of a rental that rentalEventOf and isActive read (a filter is replaced, never changed in place). */
 function sameSpan(a: RentalRecord, b: RentalRecord): boolean {
   if (a === b) return true
-  return a.source_id === b.source_id && a.starts_at === b.starts_at && a.expires_at === b.expires_at && a.ended_at === b.ended_at && (a.state === 'ended') === (b.state === 'ended')
+  return a.filter === b.filter && a.source_id === b.source_id && a.starts_at === b.starts_at && a.expires_at === b.expires_at && a.ended_at === b.ended_at && (a.state === 'ended') === (b.state === 'ended')
 }

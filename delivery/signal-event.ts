@@ -1,7 +1,8 @@
 import type { LogRecord, SignalRecord } from '../pipeline/index.js'
 import { decodeSignalRecord } from '../pipeline/index.js'
 import { isActive, type RentalRecord } from '../rentals/index.js'
-import type { RentalEndedEvent, SignalAcceptedEvent } from '../schemas/index.js'
+import { receiptIdOf } from '../receipts/index.js'
+import { passesFilter, type RentalEndedEvent, type SignalAcceptedEvent } from '../schemas/index.js'
 import { endedEventId, signalEventId } from './event-id.js'
 
 /**
@@ -22,13 +23,17 @@ export function signalAcceptedEvent(record: SignalRecord, rentalId: string, seq:
     severity: record.severity,
     emitted_at: record.emitted_at,
     received_at: record.received_at,
+    receipt_id: receiptIdOf(record.source_id, record.signal_id),
+    confidence: record.confidence ?? null,
+    note: record.note ?? null,
   }
 }
 
 /**
  * The rental's event for a log record, or undefined when the record is not the rental's:
- * another source's, a test signal, or received outside the rental's span (before
- * starts_at, or from its end on). Pass the rental as it stands now, so an end is seen.
+ * another source's, a test signal, received outside the rental's span (before
+ * starts_at, or from its end on), or left out by the renter's delivery filter. Pass the
+ * rental as it stands now, so an end or a new filter is seen.
  */
 export function rentalEventOf(log: LogRecord, rental: RentalRecord, decodeRecord: (data: Uint8Array) => SignalRecord | undefined = decodeSignal): SignalAcceptedEvent | undefined {
   // The log's own source tag skips other sources without decoding them ('' in old journals: decode).
@@ -36,7 +41,7 @@ export function rentalEventOf(log: LogRecord, rental: RentalRecord, decodeRecord
   const record = decodeRecord(log.data)
   if (record === undefined || record.source_id !== rental.source_id || record.test) return undefined
   const received = Date.parse(record.received_at)
-  if (Number.isNaN(received) || !isActive(rental, received)) return undefined
+  if (Number.isNaN(received) || !isActive(rental, received) || !passesFilter(rental.filter, record)) return undefined
   return signalAcceptedEvent(record, rental.rental_id, log.seq)
 }
 

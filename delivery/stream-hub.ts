@@ -133,6 +133,11 @@ export class StreamHub {
     }
   }
 
+  /** Tells every open stream of the rental in this process a notice (its webhook's health). */
+  notice(rentalId: string, notice: { readonly event: string }): void {
+    for (const s of this.#byRental.get(rentalId) ?? []) s.notice(notice)
+  }
+
   /** Stops the watches and timers; open streams are the gateway's to close. */
   close(): void {
     for (const stop of this.#stops) stop()

@@ -31,6 +31,8 @@ export interface EventSink {
   send(event: DeliveryEvent): boolean
   /** Resolves once the transport has taken what was sent (backpressure during replay). */
   writable(): Promise<void>
+  /** A notice that is not one of the rental's events (no event id: resume points never move for it). */
+  notice?(notice: { readonly event: string }): void
   /** Ends the stream after what was sent; `reason` is what /metrics counts it under. */
   end(reason: StreamDisconnectReason): void
   readonly closed: boolean
@@ -118,6 +120,11 @@ export class StreamSession {
     if (this.#ending) return
     this.#ending = true
     void this.tail.reached(settledSeq).then(() => this.#take({ kind: 'end' }))
+  }
+
+  /** Tells the reader something about its rental that is not one of its events (its webhook's health), once it is live; a replaying stream is not told. */
+  notice(notice: { readonly event: string }): void {
+    if (this.#live && this.#unlisten !== undefined && !this.sink.closed) this.sink.notice?.(notice)
   }
 
   stop(): void {

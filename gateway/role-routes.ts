@@ -1,6 +1,7 @@
 import type { Role } from '../config/index.js'
 import type { Webhooks } from '../delivery/index.js'
 import { ApiError } from '../schemas/index.js'
+import { registerFilterRoutes } from './control/filter-routes.js'
 import { registerWebhookRoutes } from './control/webhook-routes.js'
 import { RECEIPT_PATHS } from './receipt-routes.js'
 import type { JsonRoutesParts } from './http/json-route.js'
@@ -27,6 +28,8 @@ export const DELIVERY_PATHS: readonly string[] = [
   '/v1/rentals/:rental_id/webhook/deliveries',
   '/v1/rentals/:rental_id/webhook/deliveries/:event_id/resend',
   '/v1/rentals/:rental_id/webhook/resend',
+  '/v1/rentals/:rental_id/webhook/retry',
+  '/v1/rentals/:rental_id/filter',
   '/v1/delivery-keys',
   '/v1/admin/delivery-keys/rotate',
 ]
@@ -45,6 +48,7 @@ export function registerDeliveryRoutes(parts: JsonRoutesParts, o: DeliveryRouteO
   const streams = registerStreamRoutes(parts, o.streams)
   registerPollRoute(parts, o.streams)
   registerWebhookRoutes(parts, o.streams.rentals, o.webhooks)
+  registerFilterRoutes(parts, o.streams.rentals)
   registerStreamMetrics(metrics.registry, o.streams.hub)
   registerWebhookMetrics(metrics.registry, o.webhooks)
   for (const histogram of o.latency) metrics.registry.registerMetric(histogram.asMetric())

@@ -1,4 +1,4 @@
-import { Counter, type Registry } from 'prom-client'
+import { Counter, Gauge, type Registry } from 'prom-client'
 import type { Webhooks } from '../delivery/index.js'
 
 /** Webhook delivery metrics, read from the workers' running counts when scraped. */
@@ -20,6 +20,25 @@ export function registerWebhookMetrics(registry: Registry, webhooks: Webhooks): 
     collect(this: Counter) {
       this.reset()
       this.inc(webhooks.counts().deadLetters)
+    },
+  })
+  new Gauge({
+    name: 'sgw_webhook_endpoints',
+    help: 'Webhook endpoints by health: healthy, failing (no success since a failure) or disabled. Every delivery process follows every endpoint, so each reports the same figures.',
+    labelNames: ['state'],
+    registers: [registry],
+    collect(this: Gauge<'state'>) {
+      for (const [state, count] of Object.entries(webhooks.health().endpoints)) this.set({ state }, count)
+    },
+  })
+  new Counter({
+    name: 'sgw_webhook_state_changes_total',
+    help: 'Webhook endpoints that became failing, disabled or healthy again, counted by the process running their deliveries.',
+    labelNames: ['to'],
+    registers: [registry],
+    collect(this: Counter<'to'>) {
+      this.reset()
+      for (const [to, count] of webhooks.health().changes) this.inc({ to }, count)
     },
   })
 }

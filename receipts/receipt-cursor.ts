@@ -18,7 +18,8 @@ const MAX_MS = 253_402_300_799_999
  * start a walk at a position of a different list, so it is refused instead.
  */
 function filterTag(filter: ReceiptFilter, includeTest: boolean): string {
-  const parts = [filter.from, filter.to, filter.outcome, filter.severity, filter.token, filter.status, filter.source_id, filter.agent_id, includeTest]
+  // signal_id only when given, so that the cursors of lists without it keep the tag they had before it existed.
+  const parts = [filter.from, filter.to, filter.outcome, filter.severity, filter.token, filter.status, filter.source_id, filter.agent_id, includeTest, ...(filter.signal_id === undefined ? [] : [filter.signal_id])]
   return createHash('sha256').update(JSON.stringify(parts)).digest('base64url').slice(0, 12)
 }
 

@@ -58,6 +58,7 @@ function conditions(filter: ReceiptFilter, includeTest: boolean): { where: strin
     params.source_ids = filter.source_ids
   }
   equal('agent_id', 'agent_id')
+  equal('signal_id', 'signal_id')
   equal('severity', 'severity')
   equal('token', 'token')
   if (filter.from !== undefined) {

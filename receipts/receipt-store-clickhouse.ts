@@ -293,8 +293,8 @@ export class ClickHouseReceiptStore implements ReceiptStore {
 }
 
 function filterOf(q: ReceiptFilter): ReceiptFilter {
-  const { from, to, outcome, severity, token, status, source_id, agent_id, source_ids } = q
-  return Object.fromEntries(Object.entries({ from, to, outcome, severity, token, status, source_id, agent_id, source_ids }).filter(([, v]) => v !== undefined)) as ReceiptFilter
+  const { from, to, outcome, severity, token, status, source_id, agent_id, signal_id, source_ids } = q
+  return Object.fromEntries(Object.entries({ from, to, outcome, severity, token, status, source_id, agent_id, signal_id, source_ids }).filter(([, v]) => v !== undefined)) as ReceiptFilter
 }
 
 function checkFilter(f: ReceiptFilter): void {

@@ -14,6 +14,8 @@ export interface ReceiptFilter {
   readonly status?: DisputeStatus
   readonly source_id?: string
   readonly agent_id?: string
+  /** The creator's signal id: one receipt of a source at most (several across sources). */
+  readonly signal_id?: string
   /**
    * Only receipts of these sources (an empty list matches none): the read API's access
    * scope (a renter's rented sources, a creator's own), not a client's filter, so a

@@ -1,3 +1,5 @@
+import type { DeliveryFilter } from '../schemas/index.js'
+
 /**
  * A rental: a renter's access to the signals of one source for a span of time. It never
  * makes the renter an owner of the source: nothing here reaches the registry's records.
@@ -25,6 +27,12 @@ export interface RentalRecord {
   ended_at: string | null
   end_reason: 'ended' | 'expired' | null
   created_at: string
+  /**
+   * The renter's delivery filter: which of the source's signals reach the rental on every
+   * channel. Absent or null: all of them. Kept in the record so that every process
+   * sharing the rentals bucket applies the same filter from the moment it is written.
+   */
+  filter?: DeliveryFilter | null
 }
 
 const FINAL: ReadonlySet<RentalState> = new Set(['ended', 'expired'])

@@ -1,4 +1,5 @@
 import { newId } from '../registry/index.js'
+import type { DeliveryFilter } from '../schemas/index.js'
 import { isKvError, type KvBucket, type KvBucketLimits, type KvEntry, type KvWatcher } from '../storage/index.js'
 import { ExpirySchedule } from './expiry-schedule.js'
 import { RENTAL_LIMITS } from './limits.js'
@@ -183,6 +184,30 @@ export class Rentals {
       try {
         this.#take(ended, await this.#bucket.update(key, encodeRental(ended), entry.revision))
         return ended
+      } catch (err) {
+        if (!isKvError(err, 'wrong_revision')) throw err
+      }
+    }
+    throw new RentalError('busy', 'the rental is being changed by other requests; retry')
+  }
+
+  /**
+   * Sets the rental's delivery filter (null clears it), written at the record's revision
+   * so that an end or an expiry racing with it is never overwritten. The watch brings it
+   * to every process, whose channels apply it from then on.
+   */
+  async setFilter(rentalId: string, filter: DeliveryFilter | null): Promise<RentalRecord> {
+    const key = RENTAL_PREFIX + rentalId
+    for (let attempt = 0; attempt < RENTAL_LIMITS.writeAttempts; attempt++) {
+      const entry = await this.#bucket.get(key)
+      const record = entry === null ? undefined : decodeRental(entry.value)
+      if (entry === null || record === undefined) throw new RentalError('not_found', 'no such rental')
+      const next: RentalRecord = { ...record }
+      if (filter === null) delete next.filter
+      else next.filter = filter
+      try {
+        this.#take(next, await this.#bucket.update(key, encodeRental(next), entry.revision))
+        return effectiveRental(next, this.#now())
       } catch (err) {
         if (!isKvError(err, 'wrong_revision')) throw err
       }

@@ -30,6 +30,7 @@ export const ERROR_STATUS = {
   invalid_manifest: 400,
   invalid_public_key: 400,
   invalid_webhook_url: 400,
+  invalid_filter: 400,
   unauthorized: 401,
   forbidden: 403,
   not_found: 404,

@@ -20,6 +20,9 @@ export const SignalAcceptedEvent = Type.Object(
     severity: Type.String({ description: 'a declared severity level' }),
     emitted_at: Type.String({ description: 'ISO 8601 UTC, the payload ts' }),
     received_at: Type.String({ description: 'ISO 8601 UTC arrival time' }),
+    receipt_id: Type.String({ pattern: '^rc_[0-9a-f]{32}$', description: "the signal's receipt (GET /v1/byo/receipts/{receipt_id}), the same for every delivery of it" }),
+    confidence: Type.Union([Type.Integer({ minimum: 0, maximum: 100 }), Type.Null()], { description: "the creator's confidence, 0 to 100; null when the signal gave none" }),
+    note: Type.Union([Type.String({ maxLength: 280 }), Type.Null()], { description: "the creator's note; null when the signal gave none" }),
   },
   { additionalProperties: false },
 )

@@ -17,6 +17,7 @@ export {
   type RevocationReason,
   SourceId,
 } from './control.js'
+export { canonicalToken, DeliveryFilter, FILTER_LIMITS, parseDeliveryFilter, passesFilter, type FilteredFields } from './delivery-filter.js'
 export { RentalEndedEvent, SignalAcceptedEvent, SignalDisputedEvent, StreamGapEvent, type DeliveryEvent } from './events.js'
 export { CHAINS, checkManifest, enforcedMaxRate, Listing, Manifest, PUBLIC_DELAY_DEFAULT_S, PUBLIC_DELAY_MAX_S, PUBLIC_DELAY_MIN_S, publicDelaySeconds, rateCeilingProblem, ratePerMs, type RateCeiling } from './manifest.js'
 export { openApiDocument } from './openapi.js'

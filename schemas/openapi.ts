@@ -65,6 +65,7 @@ const receiptFilters = (cross: boolean) => [
   query('severity', { type: 'string', pattern: '^[A-Za-z0-9_-]{1,32}$' }),
   query('token', { type: 'string', pattern: '^[A-Za-z0-9]{1,128}$' }),
   query('status', { enum: ['none', 'open', 'disputed', 'rejected'], description: 'the dispute status' }),
+  query('signal_id', { type: 'string', pattern: '^[A-Za-z0-9_:-]{8,128}$', description: "the creator's signal id; full view only (400 invalid_request in the public view, which hides signal ids)" }),
   ...(cross ? [query('source_id', SourceId), query('agent_id', ClientId)] : []),
 ]
 const receiptList = (cross: boolean, description: string) => ({

@@ -1,4 +1,5 @@
 import Type from 'typebox'
+import { DeliveryFilter } from './delivery-filter.js'
 import { ClientId } from './control.js'
 import { compileCheck } from './schema-problem.js'
 
@@ -33,6 +34,7 @@ export const RentalView = Type.Object(
     ended_at: Type.Union([Type.String(), Type.Null()], { description: 'the end request time, or expires_at once expired' }),
     end_reason: Type.Union([Type.Literal('ended'), Type.Literal('expired'), Type.Null()]),
     created_at: Type.String(),
+    filter: Type.Optional(Type.Union([DeliveryFilter, Type.Null()], { description: "the renter's delivery filter (PUT /v1/rentals/{rental_id}/filter); absent or null: none" })),
   },
   { additionalProperties: false },
 )

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import { hostname } from 'node:os'
-import { DeliveryKeys, KvStreamPlaces, KvTicketStore, LiveTail, MemoryStreamPlaces, placesBucketLimits, StreamHub, Webhooks, webhookBucketLimits, type StreamPlaces } from '../delivery/index.js'
+import { DeliveryKeys, KvStreamPlaces, KvTicketStore, LiveTail, MemoryStreamPlaces, placesBucketLimits, StreamHub, Webhooks, webhookBucketLimits, WebhookSecrets, type StreamPlaces } from '../delivery/index.js'
 import type { KvBucket } from '../storage/index.js'
 import { MillisecondsHistogram } from '../gateway/index.js'
 import type { DeliveryRouteOptions } from '../gateway/role-routes.js'
@@ -34,6 +34,8 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
   const webhooksBucket = await steps.time('webhooks', () => core.openBucket('webhooks', webhookBucketLimits(config.RENTALS_MAX)))
   // The delivery key ring, private keys included, in a bucket of its own so that access to it can be granted apart from the rest (a secret).
   const keysBucket = await steps.time('delivery_keys', () => core.openBucket('delivery-keys', DeliveryKeys.bucketLimits))
+  // The v1 webhooks' HMAC secrets: a secret as the key ring is, in a bucket of its own for the same reason.
+  const secretsBucket = await steps.time('webhook_secrets', () => core.openBucket('webhook-secrets', WebhookSecrets.bucketLimits(config.RENTALS_MAX)))
   const webhookLatency = new MillisecondsHistogram(
     'sgw_webhook_delivery_latency_seconds',
     "From the log storing a signal to the receiver's 2xx of its first delivery, retries included (re-sends and dispute events not counted).",
@@ -43,6 +45,8 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
     dataDir: core.dataDir,
     bucket: webhooksBucket,
     keysBucket,
+    secretsBucket,
+    watchRentals: (listener) => rentals.onChange(listener),
     log: signalLog,
     tail,
     rental: (id) => rentals.get(id),
@@ -83,6 +87,8 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
     places = new MemoryStreamPlaces(config.STREAM_MAX_PER_RENTAL)
   }
   const hub = new StreamHub({ log: signalLog, tail, rentals, registry, places, endSettleMs: config.STREAM_END_SETTLE_MS, latency: streamLatency })
+  // A webhook that starts failing or is disabled is told live on its rental's open streams, in every process.
+  const unwatchHealth = webhooks.onHealthChange((notice) => hub.notice(notice.rental_id, notice))
   return {
     routes: {
       webhooks,
@@ -101,6 +107,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
       },
     },
     async close() {
+      unwatchHealth()
       await webhooks.close()
       hub.close()
       await tail.close()
@@ -108,7 +115,7 @@ export async function openDeliveryPart(core: ServiceCore, rentals: Rentals): Pro
       // After the streams closed (the gateway's drain): what is still held is given back now rather than left to expire.
       await places.close()
       let failure: unknown
-      for (const close of [() => ticketsBucket.close(), () => holdingsBucket.close(), () => webhooksBucket.close(), () => keysBucket.close(), async () => placesBucket?.close()]) await close().catch((err: unknown) => (failure ??= err))
+      for (const close of [() => ticketsBucket.close(), () => holdingsBucket.close(), () => webhooksBucket.close(), () => keysBucket.close(), () => secretsBucket.close(), async () => placesBucket?.close()]) await close().catch((err: unknown) => (failure ??= err))
       if (failure !== undefined) throw failure
     },
   }

@@ -23,8 +23,8 @@ export interface LoopContext {
   /** The endpoint as last seen through the store's watch (or written by this process). */
   endpoint(rentalId: string): WebhookEndpoint | undefined
   markEndpoint(rentalId: string, change: (e: WebhookEndpoint) => WebhookEndpoint): Promise<void>
-  /** One signed POST, within the workers' bound on attempts under way. */
-  send(url: string, webhookId: string, body: string, at: number): Promise<AttemptOutcome>
+  /** One POST to the endpoint, signed with its scheme, within the workers' bound on attempts under way. */
+  send(endpoint: WebhookEndpoint, webhookId: string, body: string, at: number): Promise<AttemptOutcome>
   /** The shared catch-up reads of the log (catch-up-reads.ts). */
   readonly catchUp: CatchUpReads
   onAttempt(result: string): void

@@ -10,6 +10,7 @@ import { deliverEvent } from './loop-deliver.js'
 import { eventIdOf, webhookEventOf } from './webhook-event.js'
 import { mayPassNow, placeOfPending } from './webhook-disputes.js'
 import type { DeliveryAttempt } from './webhook-state.js'
+import { passesFilter, type FilteredFields } from '../../schemas/index.js'
 
 /** Records the tail handed over and the loop has not taken yet; past this it drops them and reads the log instead. */
 export const QUEUE_LIMIT = 4096
@@ -55,6 +56,8 @@ export class RentalLoop implements TailListener {
   #settled = false
   #runStarted = 0
   #runEvents = 0
+  /** Ends the wait for an event's next attempt, while there is one. */
+  #endWait: (() => void) | undefined
 
   constructor(rentalId: string, context: LoopContext, stop: AbortSignal) {
     this.rentalId = rentalId
@@ -245,7 +248,7 @@ export class RentalLoop implements TailListener {
         // rental as it is now: a batch can outlast its end (attempts and their retries take time).
         const current = this.#c.rental(this.rentalId) ?? rental
         const event = record.sourceId === '' || record.sourceId === current.source_id ? webhookEventOf(record, current) : undefined
-        if (event !== undefined && (await this.#send({ seq: record.seq }, eventIdOf(record.seq), event, record.time)) === 'stopped') return
+        if (event !== undefined && (await this.#send({ seq: record.seq }, eventIdOf(record.seq), event, record.time, () => this.#wanted(event))) === 'stopped') return
         this.#cursor = { seq: record.seq }
         if (event !== undefined) await this.#eventDone()
         if (this.#stop.aborted) return
@@ -294,9 +297,41 @@ export class RentalLoop implements TailListener {
     return { records: own, through: chunk[chunk.length - 1]?.seq ?? 0 }
   }
 
-  /** Tries one event (placed at `at`) until it is delivered, dead-lettered, or the loop stops (also when its shard was lost). */
-  #send(at: RentalCursor, eventId: string, event: Record<string, unknown>, storedAtMs?: number): Promise<'delivered' | 'dead' | 'stopped'> {
-    return deliverEvent({ c: this.#c, w: this.#w, rentalId: this.rentalId, stop: this.#stop, flush: () => this.#flush() }, at, eventId, event, storedAtMs)
+  /** Tries one event (placed at `at`) until it is delivered, dead-lettered, skipped (`wanted` turned false), or the loop stops (also when its shard was lost). */
+  #send(at: RentalCursor, eventId: string, event: Record<string, unknown>, storedAtMs?: number, wanted?: () => boolean): Promise<'delivered' | 'dead' | 'skipped' | 'stopped'> {
+    return deliverEvent({ c: this.#c, w: this.#w, rentalId: this.rentalId, stop: this.#stop, flush: () => this.#flush(), pause: (ms) => this.#pause(ms) }, at, eventId, event, storedAtMs, wanted)
+  }
+
+  /** Whether the rental's filter, as it is now, still lets a signal's event through. */
+  #wanted(event: Record<string, unknown>): boolean {
+    return passesFilter(this.#c.rental(this.rentalId)?.filter, event as unknown as FilteredFields)
+  }
+
+  /**
+   * Ends a wait for an event's next attempt: the endpoint changed (a retry was asked for,
+   * the URL set again, a re-send queued) or the rental did (its filter), so the attempt
+   * loop looks again at once.
+   */
+  nudge(): void {
+    const wake = this.#endWait
+    this.#endWait = undefined
+    wake?.()
+  }
+
+  /** Waits `ms`, until the stop, or until a nudge. */
+  #pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      if (this.#stop.aborted) return resolve()
+      const done = () => {
+        clearTimeout(timer)
+        this.#stop.removeEventListener('abort', done)
+        if (this.#endWait === done) this.#endWait = undefined
+        resolve()
+      }
+      const timer = setTimeout(done, ms)
+      this.#stop.addEventListener('abort', done, { once: true })
+      this.#endWait = done
+    })
   }
 
   async #resend(): Promise<'stopped' | undefined> {
@@ -305,7 +340,8 @@ export class RentalLoop implements TailListener {
       const rental = this.#c.rental(this.rentalId)
       if (rental === undefined) return 'stopped'
       const [record] = await log.read({ fromSeq: seq }, 1)
-      const event = record?.seq === seq ? webhookEventOf(record, rental) : undefined
+      // Queued on request (one event named, or those the filter let through when asked): delivered as asked.
+      const event = record?.seq === seq ? webhookEventOf(record, rental, true) : undefined
       if (event !== undefined && (await this.#send({ seq }, eventIdOf(seq), event)) === 'stopped') return 'stopped'
       await this.#flush()
       await state.resent(this.rentalId, seq)

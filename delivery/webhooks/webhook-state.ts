@@ -24,7 +24,24 @@ export interface WebhookEndpoint {
   readonly last_success_at: string | null
   /** The first failure since the last success; null while the endpoint succeeds. */
   readonly failing_since: string | null
+  /**
+   * Requests to end the wait of the event being retried (a retry request, a re-send, the
+   * URL set again), counted: a retry state that saw fewer is tried at once, in whichever
+   * process runs the rental's deliveries (it follows the endpoint through the watch).
+   * Absent in records of earlier releases: 0.
+   */
+  readonly retry_requests?: number
+  /**
+   * How deliveries are signed: `v1a` (Ed25519 with the service's delivery keys, the
+   * default) or `v1` (HMAC-SHA256 with the webhook's own secret). Absent: `v1a`.
+   */
+  readonly scheme?: WebhookScheme
+  /** With scheme `v1`: which secret (webhook-secrets.ts) signs, so every process signs with the newest. */
+  readonly secret_id?: string
 }
+
+export const WEBHOOK_SCHEMES = ['v1a', 'v1'] as const
+export type WebhookScheme = (typeof WEBHOOK_SCHEMES)[number]
 
 /** The event being delivered, kept so a restart resumes its retries (same webhook-id, same window). */
 export interface PendingDelivery {
@@ -34,6 +51,8 @@ export interface PendingDelivery {
   readonly first_attempt_at: number
   readonly attempts: number
   readonly next_at: number
+  /** The endpoint's retry_requests when the wait began: a later request ends the wait. */
+  readonly retries_seen?: number
 }
 
 /** A dispute event's place in the rental's order (rental-events.ts): after record `seq`, at `order` and `signal_seq`. */

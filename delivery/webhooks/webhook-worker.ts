@@ -13,6 +13,7 @@ import type { DeliveryAttempt, WebhookEndpoint, WebhookState } from './webhook-s
 import { WebhookUrlError } from './webhook-url.js'
 import { endWebhookSpan, startWebhookSpan } from './webhook-span.js'
 import { traceparentOf, tracingOn } from '../../tracing/index.js'
+import type { Signer, WebhookSecrets } from './webhook-secrets.js'
 
 export interface WebhookWorkerOptions {
   readonly log: SignalLog
@@ -20,6 +21,8 @@ export interface WebhookWorkerOptions {
   readonly tail: LiveTail
   readonly state: WebhookState
   readonly keys: DeliveryKeys
+  /** The secrets of webhooks signed with the `v1` scheme. */
+  readonly secrets: WebhookSecrets
   readonly rental: (rentalId: string) => RentalRecord | undefined
   /** The accepted disputes, delivered in their place among the records (the registry). */
   readonly disputes: RentalDisputes
@@ -41,6 +44,11 @@ export interface WebhookWorkerOptions {
   readonly onDeadLetter?: () => void
   readonly onDelivered?: (latencyMs: number) => void
   readonly onError?: (err: unknown, rentalId: string) => void
+  /**
+   * An endpoint started failing or was disabled (seen through the watch, so in every
+   * process); `owner` is true in the process running the rental's deliveries, which alone counts it.
+   */
+  readonly onHealth?: (endpoint: WebhookEndpoint, change: 'failing' | 'disabled' | 'healthy', owner: boolean) => void
   /** Whether this process runs the rental's loop now (it holds the rental's lease shard); every rental when omitted. */
   readonly owns?: (rentalId: string) => boolean
 }
@@ -59,24 +67,25 @@ const MAX_ANSWER_BYTES = 64 * 1024
 const LOOP_RESTART_MS = 5_000
 
 /**
- * One POST of a signed event; never throws. With tracing on, the attempt is a
+ * One POST of an event signed by `sign`; never throws. With tracing on, the attempt is a
  * `webhook.deliver` span and the request carries its `traceparent`, so a receiver that
  * traces continues the trace; with it off, neither.
  */
-export async function sendWebhook(options: Pick<WebhookWorkerOptions, 'dispatcher' | 'keys' | 'timeoutMs'>, url: string, webhookId: string, body: string, now: number): Promise<AttemptOutcome> {
-  if (!tracingOn()) return attemptWebhook(options, url, webhookId, body, now, undefined)
+export async function sendWebhook(options: Pick<WebhookWorkerOptions, 'dispatcher' | 'timeoutMs'>, url: string, webhookId: string, body: string, now: number, sign: Signer): Promise<AttemptOutcome> {
+  if (!tracingOn()) return attemptWebhook(options, url, webhookId, body, now, sign, undefined)
   const span = startWebhookSpan(webhookId)
-  const outcome = await attemptWebhook(options, url, webhookId, body, now, traceparentOf(span))
+  const outcome = await attemptWebhook(options, url, webhookId, body, now, sign, traceparentOf(span))
   endWebhookSpan(span, outcome)
   return outcome
 }
 
 async function attemptWebhook(
-  options: Pick<WebhookWorkerOptions, 'dispatcher' | 'keys' | 'timeoutMs'>,
+  options: Pick<WebhookWorkerOptions, 'dispatcher' | 'timeoutMs'>,
   url: string,
   webhookId: string,
   body: string,
   now: number,
+  sign: Signer,
   traceparent: string | undefined,
 ): Promise<AttemptOutcome> {
   const started = performance.now()
@@ -86,7 +95,7 @@ async function attemptWebhook(
     'user-agent': 'signal-ingest-gateway-webhooks/1',
     'webhook-id': webhookId,
     'webhook-timestamp': String(timestamp),
-    'webhook-signature': options.keys.signature(webhookId, timestamp, body),
+    'webhook-signature': sign(webhookId, timestamp, body),
     ...(traceparent !== undefined && { traceparent }),
   }
   const took = () => Math.round(performance.now() - started)
@@ -177,7 +186,10 @@ export class WebhookWorkers {
       owns: (rentalId) => this.#owns(rentalId),
       endpoint: (rentalId) => this.#endpoints.get(rentalId),
       markEndpoint: (rentalId, change) => this.#markEndpoint(rentalId, change),
-      send: (url, webhookId, body, at) => this.#sends.run(o.maxConcurrent ?? Infinity, () => sendWebhook(o, url, webhookId, body, at)),
+      send: async (endpoint, webhookId, body, at) => {
+        const sign = await o.secrets.signerFor(endpoint, o.keys)
+        return this.#sends.run(o.maxConcurrent ?? Infinity, () => sendWebhook(o, endpoint.url, webhookId, body, at, sign))
+      },
       catchUp: this.#catchUp,
       onAttempt: (result) => o.onAttempt?.(result),
       onDeadLetter: () => o.onDeadLetter?.(),
@@ -203,9 +215,12 @@ export class WebhookWorkers {
     this.#watching = (async () => {
       for await (const entry of watch) {
         const rentalId = entry.key.slice('endpoint.'.length)
-        if (entry.operation === 'DEL') this.#endpoints.delete(rentalId)
-        else this.#endpoints.set(rentalId, JSON.parse(Buffer.from(entry.value).toString('utf8')) as WebhookEndpoint)
+        const before = this.#endpoints.get(rentalId)
+        const after = entry.operation === 'DEL' ? undefined : (JSON.parse(Buffer.from(entry.value).toString('utf8')) as WebhookEndpoint)
+        if (after === undefined) this.#endpoints.delete(rentalId)
+        else this.#endpoints.set(rentalId, after)
         this.#reconcile(rentalId)
+        this.#changed(rentalId, before, after)
       }
     })().catch((err: unknown) => this.#o.onError?.(err, ''))
     await watch.initialized
@@ -267,6 +282,34 @@ export class WebhookWorkers {
     this.#loops.get(rentalId)?.loop.poke()
   }
 
+  /** The rental changed (its filter, its end): an event waiting for its retry is looked at again. */
+  rentalChanged(rentalId: string): void {
+    this.#loops.get(rentalId)?.loop.nudge()
+  }
+
+  /** Every endpoint as this process last saw it: the figures of /metrics. */
+  endpoints(): IterableIterator<WebhookEndpoint> {
+    return this.#endpoints.values()
+  }
+
+  /**
+   * An endpoint changed, here or in another process: its loop looks again at the event it
+   * waits to retry (a retry request, a re-send or the URL set again ends the wait; a
+   * re-send is in the list it then reads), and the renter is told when the endpoint
+   * started failing or was disabled (onHealth, in every process, for its own streams).
+   */
+  #changed(rentalId: string, before: WebhookEndpoint | undefined, after: WebhookEndpoint | undefined): void {
+    const running = this.#loops.get(rentalId)?.loop
+    if (running !== undefined && after !== undefined) {
+      if ((after.retry_requests ?? 0) !== (before?.retry_requests ?? 0)) running.poke()
+      running.nudge()
+    }
+    // The watch's first values are the state as found, not changes: told only from then on.
+    if (before === undefined || after === undefined) return
+    const health = healthChange(before, after)
+    if (health !== undefined) this.#o.onHealth?.(after, health, this.#owns(rentalId))
+  }
+
   #reconcile(rentalId: string): void {
     if (this.#closed) return
     const endpoint = this.#endpoints.get(rentalId)
@@ -313,6 +356,14 @@ export class WebhookWorkers {
     await Promise.all(loops.map((l) => l.done))
     await this.#watching
   }
+}
+
+/** The change of health from `before` to `after`, if any: failing (no success since a failure), disabled, or healthy again. */
+function healthChange(before: WebhookEndpoint, after: WebhookEndpoint): 'failing' | 'disabled' | 'healthy' | undefined {
+  const of = (e: WebhookEndpoint) => (e.state === 'disabled' ? 'disabled' : e.failing_since !== null ? 'failing' : 'healthy')
+  const from = of(before)
+  const to = of(after)
+  return from === to ? undefined : to
 }
 
 /** A bound on operations under way at once: the next waits for a slot. */

@@ -10,8 +10,9 @@ import type { LatencyObserver } from '../stream-session.js'
 import { DeliveryKeys, type PublishedDeliveryKey } from './delivery-keys.js'
 import { guardedConnector } from './guarded-connector.js'
 import { RETRY_DELAYS_MS } from './retry-schedule.js'
-import { webhookEventOf } from './webhook-event.js'
-import { WEBHOOK_STATE_LIMITS, webhookBucketLimits as stateLimits, WebhookState, type DeadLetter, type DeliveryAttempt, type WebhookEndpoint } from './webhook-state.js'
+import { eventIdOf, webhookEventOf } from './webhook-event.js'
+import { WebhookSecrets } from './webhook-secrets.js'
+import { WEBHOOK_STATE_LIMITS, webhookBucketLimits as stateLimits, WebhookState, type DeadLetter, type DeliveryAttempt, type WebhookEndpoint, type WebhookScheme } from './webhook-state.js'
 import { checkWebhookUrl, systemLookup, type HostLookup } from './webhook-url.js'
 import { sendWebhook, WebhookWorkers, type AttemptOutcome } from './webhook-worker.js'
 import { holderIdOf, LEASE_KEYS, ShardLeases } from './shard-lease.js'
@@ -27,6 +28,10 @@ export interface WebhooksOptions {
    * process so they sign with one ring; it holds the private keys. The caller opens and closes it.
    */
   readonly keysBucket: KvBucket
+  /** The `webhook-secrets` bucket (WebhookSecrets.bucketLimits): the `v1` webhooks' HMAC secrets, a secret like the key ring. The caller opens and closes it. */
+  readonly secretsBucket: KvBucket
+  /** Told of each rental's change (a filter set, an end): a delivery waiting for its retry looks at it again. Returns how to stop. */
+  readonly watchRentals?: (listener: (rental: RentalRecord) => void) => () => void
   readonly log: SignalLog
   /** The process's tail of the log (the streams'); without it the webhooks start a tail of their own. */
   readonly tail?: LiveTail
@@ -66,6 +71,22 @@ export function webhookBucketLimits(maxRentals: number): KvBucketLimits {
 /** Tails started by instances without one given, numbered so each has its own log consumer in the process. */
 let ownTails = 0
 
+/** A webhook's health as its renter is told it (GET /v1/rentals/{rental_id}/webhook). */
+export interface WebhookHealth {
+  readonly state: 'healthy' | 'failing' | 'disabled'
+  /** healthy: the last success (or the endpoint's setting); failing: the first failure since; disabled: when. */
+  readonly since: string | null
+  /** disabled only: `gone` (the receiver answered 410) or `failing` (no success for the disable time). */
+  readonly reason: 'gone' | 'failing' | null
+  /** The latest failed attempt, for failing and disabled. */
+  readonly last_error: { readonly result: string; readonly status: number | null; readonly error: string | null; readonly attempted_at: string } | null
+}
+
+/** Told live on the rental's open streams (no event id: it is not a point of the rental's events, and resuming never repeats it). */
+export type WebhookNotice =
+  | { readonly event: 'byo.webhook.failing'; readonly rental_id: string; readonly url: string; readonly failing_since: string | null }
+  | { readonly event: 'byo.webhook.disabled'; readonly rental_id: string; readonly url: string; readonly disabled_at: string | null; readonly reason: 'gone' | 'failing' | null }
+
 /** Refusals the routes turn into API errors; `retryAfterS` goes out as Retry-After. */
 export class WebhookRequestError extends Error {
   constructor(
@@ -90,15 +111,21 @@ export class Webhooks {
   readonly #dispatcher: Agent
   readonly #workers: WebhookWorkers
   readonly #leases: ShardLeases
+  readonly #secrets: WebhookSecrets
   readonly #attempts = new Map<string, number>()
   #deadLetters = 0
+  /** Endpoint health changes this process made (it ran the rental's deliveries), by the state reached. */
+  readonly #healthChanges = new Map<string, number>()
+  readonly #healthListeners = new Set<(notice: WebhookNotice) => void>()
+  #unwatchRentals: (() => void) | undefined
   /** The tail this instance started, closed with it. */
   readonly #ownTail: LiveTail | undefined
 
-  private constructor(o: WebhooksOptions, keys: DeliveryKeys, holderId: string, tail: LiveTail, ownTail: boolean) {
+  private constructor(o: WebhooksOptions, keys: DeliveryKeys, secrets: WebhookSecrets, holderId: string, tail: LiveTail, ownTail: boolean) {
     this.#o = o
     this.#state = new WebhookState(o.bucket)
     this.#keys = keys
+    this.#secrets = secrets
     const timeoutMs = o.timeoutMs ?? WEBHOOK_TIMEOUT_MS
     // One connection per receiver at a time (deliveries of a rental go one by one), and a bound on all of them.
     this.#dispatcher = new Agent({
@@ -114,6 +141,7 @@ export class Webhooks {
       tail,
       state: this.#state,
       keys,
+      secrets,
       rental: o.rental,
       disputes: o.disputes,
       dispatcher: this.#dispatcher,
@@ -133,7 +161,9 @@ export class Webhooks {
       ...(o.latency && { onDelivered: (ms: number) => o.latency!.observeMs(ms) }),
       ...(o.onError && { onError: o.onError }),
       owns: (rentalId) => this.#leases.owns(rentalId),
+      onHealth: (endpoint, change, owner) => this.#health(endpoint, change, owner),
     })
+    if (o.watchRentals !== undefined) this.#unwatchRentals = o.watchRentals((rental) => this.#workers.rentalChanged(rental.rental_id))
     // Each rental's loop runs only in the process holding its shard's lease.
     this.#leases = new ShardLeases({
       bucket: o.bucket,
@@ -146,13 +176,16 @@ export class Webhooks {
 
   static async open(o: WebhooksOptions): Promise<Webhooks> {
     const keys = await DeliveryKeys.open({ bucket: o.keysBucket, legacyFile: join(o.dataDir, 'delivery-keys.json'), ...(o.onWarning && { onWarning: o.onWarning }) })
+    let secrets: WebhookSecrets | undefined
     try {
+      secrets = await WebhookSecrets.open(o.secretsBucket, (err) => o.onError?.(err, ''))
       const tail = o.tail ?? (await LiveTail.start(o.log, (err) => o.onError?.(err, ''), `webhook-live-${++ownTails}`))
-      const webhooks = new Webhooks(o, keys, o.holderId ?? (await holderIdOf(join(o.dataDir, 'webhook-holder-id'))), tail, o.tail === undefined)
+      const webhooks = new Webhooks(o, keys, secrets, o.holderId ?? (await holderIdOf(join(o.dataDir, 'webhook-holder-id'))), tail, o.tail === undefined)
       await webhooks.#workers.start()
       await webhooks.#leases.start()
       return webhooks
     } catch (err) {
+      await secrets?.close()
       await keys.close()
       throw err
     }
@@ -162,28 +195,104 @@ export class Webhooks {
     return { allowPrivate: this.#o.allowPrivateNetworks, lookup: this.#o.lookup ?? systemLookup }
   }
 
-  /** Sets (or replaces) the rental's endpoint; a disabled one is enabled again. Throws WebhookUrlError for a refused URL. */
-  async set(rental: RentalRecord, rawUrl: string): Promise<WebhookEndpoint> {
+  /**
+   * Sets (or replaces) the rental's endpoint; a disabled one is enabled again, and an
+   * event waiting for its retry is tried at once. `scheme` chooses the signatures: `v1a`
+   * (the service's Ed25519 keys), `v1` (a new HMAC secret, returned here once), or, when
+   * undefined, the endpoint's current one (`v1a` for a new endpoint). Throws
+   * WebhookUrlError for a refused URL.
+   */
+  async set(rental: RentalRecord, rawUrl: string, scheme?: WebhookScheme): Promise<WebhookEndpoint & { secret?: string }> {
     const url = await checkWebhookUrl(rawUrl, this.#guard())
     const startSeq = (await this.#o.log.info()).lastSeq + 1
     const at = new Date().toISOString()
-    const endpoint = await this.#state.modifyEndpoint(rental.rental_id, (current) => ({
-      rental_id: rental.rental_id,
-      url,
-      start_seq: current?.start_seq ?? startSeq,
-      created_at: current?.created_at ?? at,
-      updated_at: at,
-      state: 'enabled',
-      disabled_reason: null,
-      disabled_at: null,
-      last_success_at: current?.last_success_at ?? null,
-      failing_since: null,
-    }))
-    return endpoint!
+    // The secret is written before the endpoint names it, so no process looks for it before it exists.
+    const made = scheme === 'v1' ? await this.#secrets.create(rental.rental_id) : undefined
+    const endpoint = await this.#state.modifyEndpoint(rental.rental_id, (current) => {
+      const keeps = scheme === undefined && current?.scheme === 'v1' && current.secret_id !== undefined
+      return {
+        rental_id: rental.rental_id,
+        url,
+        start_seq: current?.start_seq ?? startSeq,
+        created_at: current?.created_at ?? at,
+        updated_at: at,
+        state: 'enabled',
+        disabled_reason: null,
+        disabled_at: null,
+        last_success_at: current?.last_success_at ?? null,
+        failing_since: null,
+        retry_requests: (current?.retry_requests ?? 0) + 1,
+        scheme: made !== undefined || keeps ? 'v1' : 'v1a',
+        ...(made !== undefined ? { secret_id: made.secretId } : keeps ? { secret_id: current.secret_id } : {}),
+      }
+    })
+    if (endpoint!.scheme === 'v1a') await this.#secrets.remove(rental.rental_id)
+    const { secret_id: _named, ...shown } = endpoint!
+    return { ...shown, ...(made !== undefined && { secret: made.whsec }) }
   }
 
   get(rentalId: string): Promise<WebhookEndpoint | null> {
     return this.#state.endpoint(rentalId)
+  }
+
+  /**
+   * The endpoint with its health as the renter is told it: `healthy`; `failing` since the
+   * first failure after the last success, with the last attempt's reason; or `disabled`,
+   * with why (`gone`: the receiver answered 410; `failing`: no success for the disable time).
+   */
+  async view(rentalId: string): Promise<(WebhookEndpoint & { health: WebhookHealth }) | null> {
+    const endpoint = await this.#state.endpoint(rentalId)
+    if (endpoint === null) return null
+    let health: WebhookHealth = { state: 'healthy', since: endpoint.last_success_at ?? endpoint.updated_at, reason: null, last_error: null }
+    if (endpoint.state === 'disabled' || endpoint.failing_since !== null) {
+      const { attempts } = await this.deliveries(rentalId)
+      const failed = attempts.find((a) => a.result !== 'delivered' && a.result !== 'lost')
+      const lastError = failed === undefined ? null : { result: failed.result, status: failed.status, error: failed.error, attempted_at: failed.attempted_at }
+      health =
+        endpoint.state === 'disabled'
+          ? { state: 'disabled', since: endpoint.disabled_at, reason: endpoint.disabled_reason, last_error: lastError }
+          : { state: 'failing', since: endpoint.failing_since, reason: null, last_error: lastError }
+    }
+    const { secret_id: _kept, ...shown } = endpoint
+    return { ...shown, scheme: endpoint.scheme ?? 'v1a', health }
+  }
+
+  /**
+   * Ends the wait of the event being retried: it is tried now, by whichever process runs
+   * the rental's deliveries (the request is written to the endpoint, which every process
+   * follows). A disabled endpoint is enabled again, as setting its URL again does.
+   * Returns the event waiting, if any (its id, attempts so far).
+   */
+  async retry(rental: RentalRecord): Promise<{ endpoint: WebhookEndpoint; pending: { event_id: string; attempts: number } | null }> {
+    const endpoint = await this.#state.modifyEndpoint(rental.rental_id, (e) =>
+      e === null ? null : { ...e, retry_requests: (e.retry_requests ?? 0) + 1, ...(e.state === 'disabled' && { state: 'enabled', disabled_reason: null, disabled_at: null, failing_since: null }) },
+    )
+    if (endpoint === null) throw new WebhookRequestError('not_found', 'this rental has no webhook')
+    const pending = await this.#state.pending(rental.rental_id)
+    return { endpoint, pending: pending === null ? null : { event_id: pending.event_id ?? eventIdOf(pending.seq), attempts: pending.attempts } }
+  }
+
+  /** Calls `listener` with each endpoint's change to failing, disabled or healthy, seen by this process (another's writes included). */
+  onHealthChange(listener: (notice: WebhookNotice) => void): () => void {
+    this.#healthListeners.add(listener)
+    return () => this.#healthListeners.delete(listener)
+  }
+
+  #health(endpoint: WebhookEndpoint, change: 'failing' | 'disabled' | 'healthy', owner: boolean): void {
+    if (owner) this.#healthChanges.set(change, (this.#healthChanges.get(change) ?? 0) + 1)
+    if (change === 'healthy') return
+    const notice: WebhookNotice =
+      change === 'failing'
+        ? { event: 'byo.webhook.failing', rental_id: endpoint.rental_id, url: endpoint.url, failing_since: endpoint.failing_since }
+        : { event: 'byo.webhook.disabled', rental_id: endpoint.rental_id, url: endpoint.url, disabled_at: endpoint.disabled_at, reason: endpoint.disabled_reason }
+    for (const listener of this.#healthListeners) listener(notice)
+  }
+
+  /** Endpoints by health as this process sees them (every process follows every endpoint), and the changes this process made. */
+  health(): { endpoints: Record<WebhookHealth['state'], number>; changes: ReadonlyMap<string, number> } {
+    const endpoints = { healthy: 0, failing: 0, disabled: 0 }
+    for (const e of this.#workers.endpoints()) endpoints[e.state === 'disabled' ? 'disabled' : e.failing_since !== null ? 'failing' : 'healthy']++
+    return { endpoints, changes: this.#healthChanges }
   }
 
   /** Stops deliveries and forgets the endpoint, its attempts and its position. False if there was none. */
@@ -192,6 +301,7 @@ export class Webhooks {
     await this.#state.modifyEndpoint(rentalId, () => null)
     await this.#workers.stopped(rentalId)
     await this.#state.removeEndpoint(rentalId)
+    await this.#secrets.remove(rentalId)
     await this.#state.forgetTestPlaces(rentalId, Date.now())
     await this.#o.log.deleteConsumer(`webhook-${rentalId}`).catch(() => false)
     return true
@@ -212,14 +322,21 @@ export class Webhooks {
     const seq = /^[1-9]\d{0,15}$/.test(eventId) ? Number(eventId) : undefined
     const [record] = seq === undefined ? [] : await this.#o.log.read({ fromSeq: seq }, 1)
     const endpoint = await this.#state.endpoint(rental.rental_id)
-    if (record === undefined || record.seq !== seq || endpoint === null || webhookEventOf(record, rental) === undefined) {
+    // Named by the renter: sent whatever its filter says.
+    if (record === undefined || record.seq !== seq || endpoint === null || webhookEventOf(record, rental, true) === undefined) {
       throw new WebhookRequestError('not_found', 'no such event for this rental')
     }
     if (!(await this.#state.requestResend(rental.rental_id, [seq!]))) throw new WebhookRequestError('limit_exceeded', `at most ${WEBHOOK_STATE_LIMITS.resendsPerRental} events wait to be re-sent`)
-    this.#workers.poke(rental.rental_id)
+    await this.#askRetry(rental.rental_id)
   }
 
-  /** Sends again every event of the rental received at or after `since` (ms), up to the log's end now; returns how many. */
+  /** A re-send ends the wait of the event being retried too, in whichever process runs the rental's deliveries. */
+  async #askRetry(rentalId: string): Promise<void> {
+    await this.#state.modifyEndpoint(rentalId, (e) => (e === null ? null : { ...e, retry_requests: (e.retry_requests ?? 0) + 1 }))
+    this.#workers.poke(rentalId)
+  }
+
+  /** Sends again every event of the rental received at or after `since` (ms) that its filter lets through now, up to the log's end now; returns how many. */
   async resendSince(rental: RentalRecord, since: number): Promise<number> {
     // Queued without an endpoint, they would go to whichever webhook is set next: one set later starts at the signals accepted from then on.
     if ((await this.#state.endpoint(rental.rental_id)) === null) throw new WebhookRequestError('not_found', 'this rental has no webhook set')
@@ -235,7 +352,7 @@ export class Webhooks {
       batch = last >= lastSeq ? [] : await this.#o.log.read({ fromSeq: last + 1 }, 4096)
     }
     if (seqs.length > 0 && !(await this.#state.requestResend(rental.rental_id, seqs))) throw new WebhookRequestError('limit_exceeded', `at most ${WEBHOOK_STATE_LIMITS.resendsPerRental} events wait to be re-sent`)
-    this.#workers.poke(rental.rental_id)
+    await this.#askRetry(rental.rental_id)
     return seqs.length
   }
 
@@ -257,7 +374,8 @@ export class Webhooks {
     }
     const webhookId = `msg_test_${randomBytes(12).toString('hex')}`
     const body = JSON.stringify({ event: 'byo.webhook.test', event_id: webhookId, rental_id: rental.rental_id, source_id: rental.source_id, sent_at: new Date(at).toISOString() })
-    const outcome = await sendWebhook({ dispatcher: this.#dispatcher, keys: this.#keys, timeoutMs: this.#o.timeoutMs ?? WEBHOOK_TIMEOUT_MS }, endpoint.url, webhookId, body, at)
+    const sign = await this.#secrets.signerFor(endpoint, this.#keys)
+    const outcome = await sendWebhook({ dispatcher: this.#dispatcher, timeoutMs: this.#o.timeoutMs ?? WEBHOOK_TIMEOUT_MS }, endpoint.url, webhookId, body, at, sign)
     return { ...outcome, webhook_id: webhookId }
   }
 
@@ -281,8 +399,10 @@ export class Webhooks {
 
   async close(): Promise<void> {
     // Loops end first (an attempt under way finishes), then the leases are released for another process.
+    this.#unwatchRentals?.()
     await this.#workers.close()
     await this.#leases.close()
+    await this.#secrets.close()
     await this.#ownTail?.close()
     await this.#dispatcher.close()
     await this.#keys.close()

@@ -1,4 +1,5 @@
 import type { AgentRecord, Principal, Registry, SourceRecord } from '../../registry/index.js'
+import type { RentalRecord, Rentals } from '../../rentals/index.js'
 import { ApiError, type BodyCheck } from '../../schemas/index.js'
 
 /** The admin, or the creator named by `creatorId`. */
@@ -35,4 +36,16 @@ export function ownedAgent(registry: Registry, principal: Principal, agentId: st
   const agent = registry.agent(agentId)
   if (agent !== undefined && operates(principal, agent.creator_id)) return agent
   throw new ApiError('not_found', 'no such agent')
+}
+
+/**
+ * The rental if `principal` (a renter: the routes let no other role in) is its renter;
+ * another renter gets the 404 of a missing one. Roles that can never hold a rental
+ * (admin, creator, metrics, scorer) are refused 403 by the route's access, like the
+ * rental routes refuse every role but renter and admin: that tells them nothing about a rental.
+ */
+export function ownRental(rentals: Rentals, principal: Principal, rentalId: string): RentalRecord {
+  const rental = rentals.get(rentalId)
+  if (rental === undefined || principal.role !== 'renter' || rental.renter_id !== principal.subject) throw new ApiError('not_found', 'no such rental')
+  return rental
 }

@@ -1,11 +1,11 @@
 import { parseIsoUtc } from '../../pipeline/index.js'
 import type { Principal } from '../../registry/index.js'
-import { RentalError, type RentalFilter, type RentalRecord, type Rentals } from '../../rentals/index.js'
+import { type RentalFilter, type RentalRecord, type Rentals } from '../../rentals/index.js'
 import { ApiError, checkCreateRental, RENTAL_STATES } from '../../schemas/index.js'
-import { isKvError } from '../../storage/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { param, parseQuery } from '../http/query.js'
 import { noBody, parseBody } from './access.js'
+import { rentalAnswer } from './rental-answer.js'
 import { pageAfter } from './paging.js'
 
 export const RENTALS_PAGE = { default: 50, max: 200 } as const
@@ -34,21 +34,6 @@ function refuseCreators(principal: Principal): void {
   if (principal.role !== 'renter' && principal.role !== 'admin') throw new ApiError('forbidden', 'rentals are read by their renter and the admin')
 }
 
-/** The store's refusals and the bucket's failures as API errors; anything else is a 500. */
-async function answer<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work()
-  } catch (err) {
-    if (err instanceof RentalError) {
-      if (err.code === 'busy') throw new ApiError('overloaded', err.message, { retryAfter: 1, cause: err })
-      throw new ApiError(err.code, err.message, { cause: err })
-    }
-    if (isKvError(err, 'bucket_full')) throw new ApiError('limit_exceeded', 'the rentals store is full', { cause: err })
-    if (isKvError(err) && err.transient) throw new ApiError('overloaded', 'the rentals store is unavailable for a moment; retry', { retryAfter: 1, cause: err })
-    throw err
-  }
-}
-
 /** A time field of the body: ISO 8601 UTC, as parseIsoUtc reads it. */
 function time(field: string, value: string): number {
   const ms = parseIsoUtc(value)
@@ -64,7 +49,7 @@ export function registerRentalRoutes(parts: JsonRoutesParts, rentals: Rentals, n
   const { registry } = parts
 
   jsonRoute(parts, 'post', '/v1/admin/rentals', { access: 'admin' }, ({ body }) =>
-    answer(async () => {
+    rentalAnswer(async () => {
       const input = parseBody(checkCreateRental, body)
       const at = now()
       const startsAt = input.starts_at === undefined ? at : time('starts_at', input.starts_at)
@@ -102,7 +87,7 @@ export function registerRentalRoutes(parts: JsonRoutesParts, rentals: Rentals, n
 
   // Ending an ended or expired rental answers 200 with it unchanged: a retried request gets the same answer.
   jsonRoute(parts, 'post', '/v1/admin/rentals/:rental_id/end', { access: 'admin' }, ({ params, body }) =>
-    answer(async () => {
+    rentalAnswer(async () => {
       noBody(body)
       return { status: 200, data: await rentals.end(params[0] as string) }
     }),

@@ -1,24 +1,11 @@
-import { DeliveryKeyLimitError, WebhookRequestError, WebhookUrlError, type Webhooks } from '../../delivery/index.js'
+import { DeliveryKeyLimitError, WEBHOOK_SCHEMES, WebhookRequestError, WebhookUrlError, type Webhooks, type WebhookScheme } from '../../delivery/index.js'
 import { parseIsoUtc } from '../../pipeline/index.js'
-import type { Principal } from '../../registry/index.js'
-import type { RentalRecord, Rentals } from '../../rentals/index.js'
+import type { Rentals } from '../../rentals/index.js'
 import { ApiError } from '../../schemas/index.js'
 import { isKvError } from '../../storage/index.js'
 import { getRoute, jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
 import { parseQuery } from '../http/query.js'
-import { noBody } from './access.js'
-
-/**
- * The rental if `principal` (a renter: the routes let no other role in) is its renter;
- * another renter gets the 404 of a missing one. Roles that can never hold a rental
- * (admin, creator, metrics, scorer) are refused 403 by the route's access, like the
- * rental routes refuse every role but renter and admin: that tells them nothing about a rental.
- */
-function ownRental(rentals: Rentals, principal: Principal, rentalId: string): RentalRecord {
-  const rental = rentals.get(rentalId)
-  if (rental === undefined || principal.role !== 'renter' || rental.renter_id !== principal.subject) throw new ApiError('not_found', 'no such rental')
-  return rental
-}
+import { noBody, ownRental } from './access.js'
 
 /** A closed one-field body: `{ "<field>": "<string>" }`. */
 function oneString(body: unknown, field: string): string {
@@ -28,6 +15,18 @@ function oneString(body: unknown, field: string): string {
   const value = (body as Record<string, unknown>)[field]
   if (typeof value !== 'string') throw new ApiError('invalid_request', `${field} must be a string`)
   return value
+}
+
+/** `{ "url": "...", "scheme": "v1a" | "v1" }`, scheme optional (the webhook's current one, v1a for a new webhook). */
+function webhookBody(body: unknown): { url: string; scheme: WebhookScheme | undefined } {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new ApiError('invalid_request', 'the body must be {"url": "...", "scheme": "v1a" | "v1"}')
+  const doc = body as Record<string, unknown>
+  const extra = Object.keys(doc).find((k) => k !== 'url' && k !== 'scheme')
+  if (extra !== undefined) throw new ApiError('invalid_request', `unknown field ${JSON.stringify(extra).slice(0, 80)}; the body takes url and scheme`)
+  const { scheme, ...rest } = doc
+  const url = oneString(rest, 'url')
+  if (scheme !== undefined && !WEBHOOK_SCHEMES.includes(scheme as WebhookScheme)) throw new ApiError('invalid_request', 'scheme must be "v1a" (Ed25519 with the delivery keys) or "v1" (HMAC-SHA256 with a secret of the webhook)')
+  return { url, scheme: scheme as WebhookScheme | undefined }
 }
 
 async function answer<T>(work: () => Promise<T>): Promise<T> {
@@ -48,18 +47,28 @@ async function answer<T>(work: () => Promise<T>): Promise<T> {
  */
 export function registerWebhookRoutes(parts: JsonRoutesParts, rentals: Rentals, webhooks: Webhooks): void {
   const base = '/v1/rentals/:rental_id/webhook'
+  // The answer carries a v1 secret once, when this request made it.
   jsonRoute(parts, 'put', base, { access: 'renter' }, ({ principal, params, body }) =>
     answer(async () => {
       const rental = ownRental(rentals, principal, params[0] as string)
-      return { status: 200, data: await webhooks.set(rental, oneString(body, 'url')) }
+      const { url, scheme } = webhookBody(body)
+      return { status: 200, data: await webhooks.set(rental, url, scheme) }
     }),
   )
   jsonRoute(parts, 'get', base, { access: 'renter' }, ({ principal, params }) =>
     answer(async () => {
       const rental = ownRental(rentals, principal, params[0] as string)
-      const endpoint = await webhooks.get(rental.rental_id)
+      const endpoint = await webhooks.view(rental.rental_id)
       if (endpoint === null) throw new ApiError('not_found', 'this rental has no webhook')
       return { status: 200, data: endpoint }
+    }),
+  )
+  jsonRoute(parts, 'post', `${base}/retry`, { access: 'renter' }, ({ principal, params, body }) =>
+    answer(async () => {
+      noBody(body)
+      const rental = ownRental(rentals, principal, params[0] as string)
+      const { endpoint, pending } = await webhooks.retry(rental)
+      return { status: 200, data: { rental_id: rental.rental_id, state: endpoint.state, retrying: pending } }
     }),
   )
   jsonRoute(parts, 'del', base, { access: 'renter' }, ({ principal, params, body }) =>

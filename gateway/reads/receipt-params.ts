@@ -14,6 +14,7 @@ const FILTERS = {
   severity: param.matching(/^[A-Za-z0-9_-]{1,32}$/, '1 to 32 of A-Z a-z 0-9 _ -'),
   token: param.matching(/^[A-Za-z0-9]{1,128}$/, 'a token address: 1 to 128 letters and digits'),
   status: param.oneOf(DISPUTE_STATUSES),
+  signal_id: param.matching(/^[A-Za-z0-9_:-]{8,128}$/, 'a signal id: 8 to 128 of A-Z a-z 0-9 _ - :'),
   include_test: param.flag,
 }
 /** Filters only the cross-source endpoints take. */
@@ -55,7 +56,7 @@ export interface ReadQuery<E extends QueryRules> {
 export function readQuery<E extends QueryRules>(query: URLSearchParams, cross: boolean, extra: E): ReadQuery<E> {
   const rules: QueryRules = { ...FILTERS, ...(cross ? CROSS_FILTERS : {}), ...extra }
   const p = parseQuery(query, rules) as ParsedQuery<typeof FILTERS> & Partial<ParsedQuery<typeof CROSS_FILTERS>>
-  const { from, to, outcome, severity, token, status, source_id: sourceId, agent_id: agentId } = p
+  const { from, to, outcome, severity, token, status, signal_id: signalId, source_id: sourceId, agent_id: agentId } = p
   if (from !== undefined && to !== undefined && to <= from) throw new ApiError('invalid_request', 'to must be after from')
   const filter: ReceiptFilter = {
     ...(from !== undefined && { from }),
@@ -64,6 +65,7 @@ export function readQuery<E extends QueryRules>(query: URLSearchParams, cross: b
     ...(severity !== undefined && { severity }),
     ...(token !== undefined && { token }),
     ...(status !== undefined && { status }),
+    ...(signalId !== undefined && { signal_id: signalId }),
     ...(sourceId !== undefined && { source_id: sourceId }),
     ...(agentId !== undefined && { agent_id: agentId }),
   }

@@ -28,6 +28,8 @@ async function sourcePage(store: ReceiptStore, access: SourceAccess, q: ListQuer
     const page = await store.list({ ...base, limit, ...(cursor !== undefined && { cursor }), includeTest: q.includeTest })
     return { data: page.receipts.map(fullReceipt), next: page.next_cursor ?? null }
   }
+  // The public view hides signal ids: filtering by one would tell whether it exists.
+  if (q.filter.signal_id !== undefined) throw new ApiError('invalid_request', 'signal_id filters the full view only (the source\'s creator, a renter with an active rental, the admin); the public view hides signal ids')
   const latest = access.cutoffMs as number
   const walk = cursor === undefined ? { cutoffMs: latest, storeCursor: undefined } : decodePublicCursor(cursor, latest)
   const to = Math.min(q.filter.to ?? Number.MAX_SAFE_INTEGER, walk.cutoffMs)

@@ -17,5 +17,10 @@ export function sseFrame(event: DeliveryEvent): Buffer {
   return frame
 }
 
+/** A notice's frame: `event:` and `data:` without `id:`, so the reader's resume point does not move. */
+export function noticeFrame(notice: { readonly event: string }): Buffer {
+  return Buffer.from(`event: ${notice.event}\ndata: ${JSON.stringify(notice)}\n\n`)
+}
+
 /** A comment line: keeps proxies and the client from taking a quiet stream for a dead one. */
 export const PING_FRAME: Buffer = Buffer.from(': ping\n\n')

@@ -3,7 +3,7 @@ import type { DeliveryEvent } from '../../schemas/index.js'
 import type { Reply } from '../http/reply.js'
 import type { HttpResponse } from '../http/uws.js'
 import type { FlushScheduler, Flushable } from './sse-flush.js'
-import { PING_FRAME, sseFrame } from './sse-frame.js'
+import { noticeFrame, PING_FRAME, sseFrame } from './sse-frame.js'
 
 /**
  * Queued bytes that are written at once rather than at the end of the turn (a replay
@@ -82,6 +82,11 @@ export class SseSink implements EventSink, Flushable {
     const ok = this.#queue(sseFrame(event))
     if (ok) this.onSent()
     return ok
+  }
+
+  /** A frame without an `id:` line: the client's last event id, its resume point, stays where it was. */
+  notice(notice: { readonly event: string }): void {
+    if (this.#queue(noticeFrame(notice))) this.onSent()
   }
 
   /** A comment line, when nothing else is on its way: frames waiting already show the connection is alive. */

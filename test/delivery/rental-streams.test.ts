@@ -73,7 +73,7 @@ t.test('rental event streams and polling', async (t) => {
     for (const e of got) t.equal(e.lastEventId, e.event_id, 'the SSE id is the event_id')
     const ids = got.map((e) => Number(e.event_id))
     t.same(ids, [...ids].sort((a, b) => a - b), 'event ids increase')
-    t.same(Object.keys(got[0]).sort(), ['emitted_at', 'event', 'event_id', 'lastEventId', 'received_at', 'rental_id', 'severity', 'signal_id', 'source_id', 'token'])
+    t.same(Object.keys(got[0]).sort(), ['confidence', 'emitted_at', 'event', 'event_id', 'lastEventId', 'note', 'receipt_id', 'received_at', 'rental_id', 'severity', 'signal_id', 'source_id', 'token'])
   })
 
   t.test('polling yields the same events', async (t) => {

@@ -2,6 +2,7 @@ import t from 'tap'
 import { Compile } from 'typebox/compile'
 import { signalAcceptedEvent } from '../../delivery/index.js'
 import type { SignalRecord } from '../../pipeline/index.js'
+import { receiptIdOf } from '../../receipts/index.js'
 import { SignalAcceptedEvent } from '../../schemas/index.js'
 
 const record: SignalRecord = {
@@ -37,6 +38,9 @@ t.test('an accepted signal becomes a byo.signal.accepted event with the fields o
     severity: 'warning',
     emitted_at: record.emitted_at,
     received_at: record.received_at,
+    receipt_id: receiptIdOf('src_a', 'sig_00000001'),
+    confidence: 80,
+    note: 'n',
   })
 })
 

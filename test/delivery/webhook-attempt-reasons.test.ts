@@ -32,7 +32,7 @@ async function sender(t: Test, allowPrivate: boolean) {
     await keysBucket.close()
     await rm(dir, { recursive: true, force: true })
   })
-  return (url: string) => sendWebhook({ dispatcher, keys, timeoutMs: TIMEOUT_MS }, url, 'msg_test_reasons', '{"event":"byo.webhook.test"}', Date.now())
+  return (url: string) => sendWebhook({ dispatcher, timeoutMs: TIMEOUT_MS }, url, 'msg_test_reasons', '{"event":"byo.webhook.test"}', Date.now(), (id, ts, body) => keys.signature(id, ts, body))
 }
 
 async function listening<S extends Server | ReturnType<typeof createTcpServer>>(t: Test, server: S): Promise<number> {

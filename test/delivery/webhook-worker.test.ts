@@ -8,6 +8,7 @@ import t, { type Test } from 'tap'
 import { Agent } from 'undici'
 import { DeliveryKeys, publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
 import { guardedConnector } from '../../delivery/webhooks/guarded-connector.js'
+import { WebhookSecrets } from '../../delivery/webhooks/webhook-secrets.js'
 import { WebhookState, type WebhookEndpoint } from '../../delivery/webhooks/webhook-state.js'
 import { systemLookup } from '../../delivery/webhooks/webhook-url.js'
 import { WebhookWorkers, type WebhookWorkerOptions } from '../../delivery/webhooks/webhook-worker.js'
@@ -76,13 +77,15 @@ async function setup(t: Test, more: Partial<WebhookWorkerOptions> = {}) {
   const keysBucket = await openBucket('delivery-keys', DeliveryKeys.bucketLimits)
   const state = new WebhookState(bucket)
   const keys = await DeliveryKeys.open({ bucket: keysBucket })
+  const secretsBucket = await openBucket('webhook-secrets', WebhookSecrets.bucketLimits(10))
+  const secrets = await WebhookSecrets.open(secretsBucket, (e) => { throw e })
   const dispatcher = new Agent({ connect: guardedConnector({ allowPrivate: true, lookup: systemLookup, timeoutMs: 2000 }) })
   const results: string[] = []
   const errors: unknown[] = []
   const tail = await LiveTail.start(journal, (e) => errors.push(e))
   const workers = () =>
     new WebhookWorkers({
-      log: journal, tail, state, keys, rental: (id) => (id === RENTAL.rental_id ? RENTAL : undefined), disputes: NO_DISPUTES, dispatcher,
+      log: journal, tail, state, keys, secrets, rental: (id) => (id === RENTAL.rental_id ? RENTAL : undefined), disputes: NO_DISPUTES, dispatcher,
       timeoutMs: 400, retryDelaysMs: [50, 100, 150], retryWindowMs: 60_000, disableAfterMs: 60_000,
       onAttempt: (r) => results.push(r), onError: (e) => errors.push(e), ...more,
     })
@@ -93,6 +96,8 @@ async function setup(t: Test, more: Partial<WebhookWorkerOptions> = {}) {
     await dispatcher.close()
     await keys.close()
     await keysBucket.close()
+    await secrets.close()
+    await secretsBucket.close()
     await bucket.close()
     await journal.close()
   })
@@ -154,7 +159,7 @@ t.test('a receiver that fails, times out, answers 429 with Retry-After, then rec
   t.same(delivered.map((r) => JSON.parse(r.body).signal_id), ['sig_00000001', 'sig_00000002', 'sig_00000003', 'sig_00000004', 'sig_00000005'], 'every event, in order, none of another source, no test signal')
   t.equal(new Set(rx.got.slice(0, 4).map((r) => r.id)).size, 1, 'the webhook-id is the same on every retry')
   const first = JSON.parse(rx.got[0]!.body)
-  t.same(Object.keys(first).sort(), ['emitted_at', 'event', 'event_id', 'received_at', 'rental_id', 'severity', 'signal_id', 'source_id', 'token'].sort())
+  t.same(Object.keys(first).sort(), ['confidence', 'emitted_at', 'event', 'event_id', 'note', 'receipt_id', 'received_at', 'rental_id', 'severity', 'signal_id', 'source_id', 'token'].sort())
   t.equal(first.event, 'byo.signal.accepted')
   t.equal(first.rental_id, 'rnt_test1')
   const oldKey = before[0]!.public_key

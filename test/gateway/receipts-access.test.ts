@@ -209,3 +209,22 @@ t.test('the listing takes public_delay_seconds: a day by default, 1 hour to 30 d
   t.same((await patch({ public_receipts: true, public_delay_seconds: 3600 })).body.data.listing, { public_receipts: true, public_delay_seconds: 3600 })
 })
 
+
+t.test('signal_id finds one signal\'s receipt for its creator and an active renter; the public view refuses it, signal ids being hidden there', async (t) => {
+  const one = (r: { signal_id: string }) => `signal_id=${r.signal_id}`
+  t.same((await get(`${resources['P list']}?${one(pOld)}`, owner.creatorToken)).body.data.map((r: any) => r.receipt_id), [id(pOld)], 'the creator, by source')
+  t.same((await get(`/v1/byo/receipts?${one(pOld)}`, owner.creatorToken)).body.data.map((r: any) => r.receipt_id), [id(pOld)], 'the creator, across its sources')
+  t.same((await get(`${resources['P list']}?${one(pOld)}`, renters.active)).body.data.map((r: any) => r.receipt_id), [id(pOld)], 'an active renter')
+  t.same((await get(`/v1/byo/receipts?${one(pOld)}`, renters.active)).body.data.map((r: any) => r.receipt_id), [id(pOld)], 'an active renter, across its rented sources')
+  t.same((await get(`${resources['P list']}?${one(qOld)}`, owner.creatorToken)).body.data, [], "another source's signal id finds nothing here")
+  t.same((await get(`/v1/byo/receipts?${one(qOld)}`, renters.active)).body.data, [], 'nor a signal of a source the renter does not rent')
+  t.same((await get(`${resources['Q list']}?${one(qOld)}`, owner.creatorToken)).body.data.map((r: any) => r.receipt_id), [id(qOld)], 'a public source in full for its creator')
+  for (const path of [`${resources['Q list']}?${one(qOld)}`, `/v1/byo/receipts?source_id=${Q}&${one(qOld)}`]) {
+    const res = await get(path)
+    t.equal(res.status, 400, `the public: ${path}`)
+    t.equal(res.body.error.code, 'invalid_request')
+    t.match(res.body.error.message, /public view hides signal ids/)
+  }
+  const bad = await get(`${resources['P list']}?signal_id=short`, owner.creatorToken)
+  t.equal(bad.status, 400, 'a value that is no signal id')
+})

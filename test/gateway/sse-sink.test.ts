@@ -29,6 +29,10 @@ const event = (seq: number): SignalAcceptedEvent => ({
   severity: 'warning',
   emitted_at: '2026-11-24T10:00:00.000Z',
   received_at: '2026-11-24T10:00:00.001Z',
+  receipt_id: 'rc_00000000000000000000000000000000',
+  confidence: null,
+  // A string last: the reads below count frames by their `"}` ending.
+  note: 'n',
 })
 
 interface Stream {

@@ -8,7 +8,8 @@ import { join } from 'node:path'
 import type { Test } from 'tap'
 import { DeliveryKeys, publicKeyOf, signedContent } from '../../delivery/webhooks/delivery-keys.js'
 import { shardOf } from '../../delivery/webhooks/shard-lease.js'
-import { Webhooks } from '../../delivery/webhooks/webhooks.js'
+import { WebhookSecrets } from '../../delivery/webhooks/webhook-secrets.js'
+import { Webhooks, type WebhooksOptions } from '../../delivery/webhooks/webhooks.js'
 import { openJournal, type Journal } from '../../pipeline/index.js'
 import type { RentalRecord } from '../../rentals/index.js'
 import { fileKvBuckets, type KvBucket } from '../../storage/index.js'
@@ -60,11 +61,12 @@ export interface Cluster {
   readonly got: Received[]
   readonly url: string
   /** Opens a process on DATA_DIR `dir/<name>` (the same name is the same holder id). */
-  open(name: string, leaseMs: number): Promise<{ webhooks: Webhooks; bucket: ReturnType<typeof cuttable>; whpk: string }>
+  open(name: string, leaseMs: number, more?: Partial<WebhooksOptions>): Promise<{ webhooks: Webhooks; bucket: ReturnType<typeof cuttable>; whpk: string }>
   push(sourceId: string): Promise<number>
 }
 
-export async function cluster(t: Test, rentals: Map<string, RentalRecord>): Promise<Cluster> {
+/** `status` answers each delivery (200 when omitted). */
+export async function cluster(t: Test, rentals: Map<string, RentalRecord>, status: (r: Received) => number = () => 200): Promise<Cluster> {
   const dir = await mkdtemp(join(tmpdir(), 'webhook-cluster-'))
   const journal = await openJournal({ dir: join(dir, 'journal'), fsync: 'never', dedupWindowMs: 0 })
   const bucket = await fileKvBuckets({ dir: join(dir, 'kv') })('webhooks', { maxKeys: 100_000, maxValueBytes: 512 * 1024 })
@@ -74,19 +76,22 @@ export async function cluster(t: Test, rentals: Map<string, RentalRecord>): Prom
     req.on('data', (c: Buffer) => (body += c.toString()))
     req.on('end', () => {
       const parsed = JSON.parse(body) as { rental_id: string; event_id: string }
-      got.push({ id: String(req.headers['webhook-id']), timestamp: String(req.headers['webhook-timestamp']), signature: String(req.headers['webhook-signature']), body, at: Date.now(), rentalId: parsed.rental_id, eventId: parsed.event_id })
-      res.writeHead(200).end()
+      const received = { id: String(req.headers['webhook-id']), timestamp: String(req.headers['webhook-timestamp']), signature: String(req.headers['webhook-signature']), body, at: Date.now(), rentalId: parsed.rental_id, eventId: parsed.event_id }
+      got.push(received)
+      res.writeHead(status(received)).end()
     })
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
   const open: Webhooks[] = []
   /** Each process's own ring bucket, kept across its restarts (the same name is the same process). */
   const ringBuckets = new Map<string, KvBucket>()
+  const secretBuckets = new Map<string, KvBucket>()
   t.teardown(async () => {
     for (const w of open) await w.close().catch(() => undefined)
     server.closeAllConnections()
     await new Promise<void>((resolve) => server.close(() => resolve()))
     for (const b of ringBuckets.values()) await b.close()
+    for (const b of secretBuckets.values()) await b.close()
     await bucket.close()
     await journal.close()
     await rm(dir, { recursive: true, force: true })
@@ -94,13 +99,15 @@ export async function cluster(t: Test, rentals: Map<string, RentalRecord>): Prom
   return {
     dir, journal, bucket, got,
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`,
-    async open(name, leaseMs) {
+    async open(name, leaseMs, more = {}) {
       const own = cuttable(bucket)
       let ring = ringBuckets.get(name)
       if (ring === undefined) ringBuckets.set(name, (ring = await fileKvBuckets({ dir: join(dir, name, 'kv') })('delivery-keys', DeliveryKeys.bucketLimits)))
+      let secrets = secretBuckets.get(name)
+      if (secrets === undefined) secretBuckets.set(name, (secrets = await fileKvBuckets({ dir: join(dir, name, 'kv') })('webhook-secrets', WebhookSecrets.bucketLimits(100))))
       const webhooks = await Webhooks.open({
-        dataDir: join(dir, name), bucket: own, keysBucket: ring, log: journal, rental: (id) => rentals.get(id), disputes: noDisputes(), allowPrivateNetworks: true,
-        retryWindowMs: 60_000, retryFirstMs: 50, disableAfterMs: 60_000, maxConnections: 16, keyOverlapMs: 60_000, leaseMs, timeoutMs: 2000, testsPerMinute: 10,
+        dataDir: join(dir, name), bucket: own, keysBucket: ring, secretsBucket: secrets, log: journal, rental: (id) => rentals.get(id), disputes: noDisputes(), allowPrivateNetworks: true,
+        retryWindowMs: 60_000, retryFirstMs: 50, disableAfterMs: 60_000, maxConnections: 16, keyOverlapMs: 60_000, leaseMs, timeoutMs: 2000, testsPerMinute: 10, ...more,
       })
       open.push(webhooks)
       return { webhooks, bucket: own, whpk: webhooks.deliveryKeys()[0]!.public_key }

@@ -7,6 +7,7 @@ import { LiveTail } from '../../delivery/live-tail.js'
 import { noDisputes } from './no-disputes.js'
 import { DeliveryKeys } from '../../delivery/webhooks/delivery-keys.js'
 import { guardedConnector } from '../../delivery/webhooks/guarded-connector.js'
+import { WebhookSecrets } from '../../delivery/webhooks/webhook-secrets.js'
 import { WebhookState, type WebhookEndpoint } from '../../delivery/webhooks/webhook-state.js'
 import { systemLookup } from '../../delivery/webhooks/webhook-url.js'
 import { WebhookWorkers, type WebhookWorkerOptions } from '../../delivery/webhooks/webhook-worker.js'
@@ -95,6 +96,8 @@ export async function webhookFixture(t: Test, rentals: readonly RentalRecord[], 
   const logCounts = { reads: 0 }
   const state = new WebhookState(countingBucket(rawBucket, writes))
   const keys = await DeliveryKeys.open({ bucket: keysBucket })
+  const secretsBucket = await openBucket('webhook-secrets', WebhookSecrets.bucketLimits(rentals.length + 1))
+  const secrets = await WebhookSecrets.open(secretsBucket, (e) => { throw e })
   const dispatcher = new Agent({ connect: guardedConnector({ allowPrivate: true, lookup: systemLookup, timeoutMs: 2000 }), connections: 64 })
   const results: string[] = []
   const errors: unknown[] = []
@@ -103,7 +106,7 @@ export async function webhookFixture(t: Test, rentals: readonly RentalRecord[], 
   const tail = await LiveTail.start(journal, (e) => errors.push(e))
   const make = () =>
     new WebhookWorkers({
-      log, tail, state, keys, rental: (id) => byId.get(id), disputes: noDisputes(), dispatcher,
+      log, tail, state, keys, secrets, rental: (id) => byId.get(id), disputes: noDisputes(), dispatcher,
       timeoutMs: 2000, retryDelaysMs: [50, 100, 150], retryWindowMs: 60_000, disableAfterMs: 60_000, maxConcurrent: 64,
       onAttempt: (r) => results.push(r), onError: (e) => errors.push(e), ...more,
     })
@@ -113,6 +116,8 @@ export async function webhookFixture(t: Test, rentals: readonly RentalRecord[], 
     await tail.close()
     await dispatcher.close()
     await keys.close()
+    await secrets.close()
+    await secretsBucket.close()
     await keysBucket.close()
     await rawBucket.close()
     await journal.close()
