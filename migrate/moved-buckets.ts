@@ -1,5 +1,5 @@
 import type { Config } from '../config/index.js'
-import { DeliveryKeys, webhookBucketLimits } from '../delivery/index.js'
+import { DeliveryKeys, webhookBucketLimits, WebhookSecrets } from '../delivery/index.js'
 import { KvUsageMeter } from '../gateway/index.js'
 import { Registry } from '../registry/index.js'
 import { Rentals } from '../rentals/index.js'
@@ -25,6 +25,8 @@ export interface MovedBucket {
  *   lapse before delivering;
  * - `delivery-keys`: the ring of webhook signing keys, private keys included, so
  *   receivers keep verifying with the public keys they hold;
+ * - `webhook-secrets`: the `whsec_` secrets of webhooks signed with scheme `v1`, so those
+ *   receivers keep verifying too;
  * - `usage`: the renters' metered reads.
  */
 export const MOVED_BUCKETS: readonly MovedBucket[] = [
@@ -32,6 +34,7 @@ export const MOVED_BUCKETS: readonly MovedBucket[] = [
   { name: 'rentals', limits: (config) => Rentals.bucketLimits(config.RENTALS_MAX) },
   { name: 'webhooks', limits: (config) => webhookBucketLimits(config.RENTALS_MAX), leaves: (key) => key.startsWith('lease.') },
   { name: 'delivery-keys', limits: () => DeliveryKeys.bucketLimits },
+  { name: 'webhook-secrets', limits: (config) => WebhookSecrets.bucketLimits(config.RENTALS_MAX) },
   { name: 'usage', limits: () => KvUsageMeter.bucketLimits },
 ]
 
