@@ -19,6 +19,8 @@ export interface CallOptions {
   readonly idempotent?: boolean
   /** Send no Authorization header (public endpoints). */
   readonly anonymous?: boolean
+  /** The answer is text (a signed note, a key): `data` is the body as it came. */
+  readonly text?: boolean
 }
 
 export interface CallAnswer {
@@ -48,9 +50,9 @@ export async function gatewayCall(s: Settings, method: string, path: string, opt
       retryAfter = res.headers.get('retry-after')
       const text = await res.text()
       const parsed = parseJson(text)
-      if (status >= 200 && status <= 299) return { status, data: parsed?.data ?? parsed, next_cursor: parsed?.next_cursor }
+      if (status >= 200 && status <= 299) return options.text === true ? { status, data: text } : { status, data: parsed?.data ?? parsed, next_cursor: parsed?.next_cursor }
       last = describe(status, parsed)
-      if (!isRetryableStatus(status)) throw new CliError(EXIT.refused, `${method} ${path}: ${last}`)
+      if (!isRetryableStatus(status)) throw new CliError(EXIT.refused, `${method} ${path}: ${last}`, { apiCode: parsed?.error?.code })
       if (!idempotent && status !== 429 && status !== 503) throw new CliError(EXIT.unreachable, `${method} ${path}: ${last} (not sent again: it may have been done; look before retrying)`)
     } catch (err) {
       if (err instanceof CliError) throw err

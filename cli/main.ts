@@ -1,20 +1,22 @@
 #!/usr/bin/env node
 /**
  * `sgw`, the gateway's command line: the operator's, creators', renters' and analysts'
- * calls, with settings from flags or SGW_URL / SGW_TOKEN, --json output, and exit codes
- * scripts can trust (cli/exit-codes.ts). One file per command group in cli/commands/.
+ * calls and checks of receipts and the receipt log, with settings from flags or SGW_URL /
+ * SGW_TOKEN, --json output, and exit codes scripts can trust (cli/exit-codes.ts). One file per command group in cli/commands/.
  */
 import { Command, CommanderError } from 'commander'
 import { registerAgent } from './commands/agent.js'
 import { registerKey } from './commands/key.js'
 import { registerKeygen } from './commands/keygen.js'
 import { registerListen } from './commands/listen.js'
+import { registerLog } from './commands/log.js'
 import { registerPush } from './commands/push.js'
 import { registerReceipts } from './commands/receipts.js'
 import { registerRental } from './commands/rental.js'
 import { registerSource } from './commands/source.js'
 import { registerTail } from './commands/tail.js'
 import { registerToken } from './commands/token.js'
+import { registerVerifyReceipt } from './commands/verify-receipt.js'
 import { registerVerifyWebhook } from './commands/verify-webhook.js'
 import { registerWebhook } from './commands/webhook.js'
 import { CliError, EXIT } from './exit-codes.js'
@@ -28,7 +30,7 @@ function program(): Command {
     .showHelpAfterError()
     // Usage errors are thrown (exit 2 below) rather than ending the process inside commander.
     .exitOverride()
-  for (const register of [registerKeygen, registerToken, registerAgent, registerRental, registerSource, registerKey, registerPush, registerTail, registerListen, registerWebhook, registerVerifyWebhook, registerReceipts]) register(p)
+  for (const register of [registerKeygen, registerToken, registerAgent, registerRental, registerSource, registerKey, registerPush, registerTail, registerListen, registerWebhook, registerVerifyWebhook, registerReceipts, registerVerifyReceipt, registerLog]) register(p)
   return p
 }
 

@@ -1,9 +1,10 @@
 import type { Command } from 'commander'
 import { usageError } from '../exit-codes.js'
 import { enc, gatewayCall } from '../gateway-call.js'
-import { isoTime, positiveInt } from '../option-parsers.js'
+import { isoTime, nonNegativeInt, positiveInt } from '../option-parsers.js'
 import { printResult, table, fields } from '../output.js'
 import { exportToFile, type ExportFormat } from '../receipt-export.js'
+import { fetchProof, writeBundle } from '../receipt-proof.js'
 import { settingsOf } from '../settings.js'
 
 interface Filters {
@@ -47,9 +48,9 @@ function target(f: Filters, suffix: string): { path: string; query: URLSearchPar
   return { path: `/v1/byo/receipts${suffix}`, query }
 }
 
-/** `sgw receipts list|export`: reading receipts (creator, renter or admin token). */
+/** `sgw receipts list|export|proof`: reading receipts (creator, renter or admin token; the public for public ones). */
 export function registerReceipts(program: Command): void {
-  const receipts = program.command('receipts').description('receipts: list with filters and a cursor, or export to a file')
+  const receipts = program.command('receipts').description('receipts: list with filters and a cursor, export to a file, or a receipt\'s proof bundle')
   withFilters(receipts.command('list').description('a page of receipts, newest first'))
     .option('--limit <n>', 'per page (1 to 1,000)', positiveInt)
     .option('--cursor <cursor>', 'the next page, from the previous one')
@@ -72,5 +73,19 @@ export function registerReceipts(program: Command): void {
       const { path, query } = target(o, '/export')
       const result = await exportToFile(s, path, query, o.format as ExportFormat, o.out, o.resume === true)
       printResult(s, result, () => fields({ ...result }))
+    })
+  receipts
+    .command('proof')
+    .description('a receipt\'s proof bundle, for sgw verify-receipt (waits while the receipt is not yet in a checkpoint)')
+    .argument('<receipt_id>')
+    .option('-o, --out <file>', 'write the bundle to this file (never over an existing one) rather than to stdout')
+    .option('--wait <seconds>', 'how long to wait for the receipt to be in a checkpoint', nonNegativeInt, 10)
+    .action(async (receiptId: string, o: { out?: string; wait: number }, cmd: Command) => {
+      const s = settingsOf(cmd)
+      const bundle = (await fetchProof(s, receiptId, o.wait)).data
+      if (o.out === undefined) return void process.stdout.write(`${JSON.stringify(bundle, null, s.json ? undefined : 2)}\n`)
+      writeBundle(o.out, bundle)
+      const result = { file: o.out, receipt_id: receiptId, leaf_index: bundle.leaf_index, whole: bundle.request !== undefined }
+      printResult(s, result, () => fields(result))
     })
 }

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { createServer as createHttpServer } from 'node:http'
 import { createServer, Socket, type AddressInfo } from 'node:net'
@@ -8,7 +7,7 @@ import t from 'tap'
 import { Webhook } from 'standardwebhooks'
 import { call, MANIFEST, SOL_TOKEN } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
-import { repoPath } from '../helpers/repo-root.js'
+import { sgwRunner } from '../helpers/sgw-process.js'
 import { until } from '../helpers/wait-until.js'
 import { parquetReadObjects } from 'hyparquet'
 
@@ -21,28 +20,7 @@ import { parquetReadObjects } from 'hyparquet'
 const gw = await startTestGateway(t, { env: { WEBHOOK_ALLOW_PRIVATE_NETWORKS: 'true', WEBHOOK_RETRY_FIRST_MS: '60000' } })
 const dir = mkdtempSync(join(tmpdir(), 'sgw-cli-'))
 t.teardown(() => rmSync(dir, { recursive: true, force: true }))
-const MAIN = repoPath('dist/cli/main.js')
-
-interface Run {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-  json(): any
-}
-
-function sgw(args: string[], options: { token?: string; url?: string; stdin?: string } = {}): Promise<Run> {
-  return new Promise((resolve, reject) => {
-    const env = { ...process.env, SGW_URL: options.url ?? gw.url, SGW_TOKEN: options.token ?? '' }
-    const child = spawn(process.execPath, [MAIN, ...args], { env, cwd: dir })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (c: Buffer) => (stdout += c))
-    child.stderr.on('data', (c: Buffer) => (stderr += c))
-    child.on('error', reject)
-    child.on('close', (code) => resolve({ code, stdout, stderr, json: () => JSON.parse(stdout) }))
-    child.stdin.end(options.stdin ?? '')
-  })
-}
+const sgw = sgwRunner(gw.url, dir)
 
 const admin = (path: string, body?: unknown) => call(gw.url, 'POST', path, { token: gw.adminToken, body })
 writeFileSync(join(dir, 'manifest.json'), JSON.stringify(MANIFEST))
