@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto'
 import type { LogRecord, SignalLog } from './log.js'
+import { hasPrefix } from './byte-prefix.js'
 
 /**
  * The log record that gives a scorer's post of outcomes its place in the log's order, so
@@ -51,11 +52,7 @@ export async function appendOutcomes(log: SignalLog, items: readonly OutcomeItem
 const PREFIX = Buffer.from('{"v":1,"kind":"outcomes_posted"')
 
 /** Whether a log record's data is an outcome record: a byte comparison, so readers of signals pay nothing to tell. */
-export function isOutcomeData(data: Uint8Array): boolean {
-  if (data.byteLength < PREFIX.length) return false
-  for (let i = 0; i < PREFIX.length; i++) if (data[i] !== PREFIX[i]) return false
-  return true
-}
+export const isOutcomeData = (data: Uint8Array): boolean => hasPrefix(data, PREFIX)
 
 const OUTCOMES = new Set(['hit', 'miss', 'void'])
 const isItem = (i: Partial<OutcomeItem> | null): i is OutcomeItem =>
