@@ -62,7 +62,7 @@ export function decodeSignal(data: Uint8Array): SignalRecord | undefined {
   try {
     return decodeSignalRecord(data)
   } catch {
-    // Not a signal record (a dispute placement, or unreadable): nothing a renter receives.
+    // Not a signal record (a dispute placement, a post of outcomes, or unreadable): nothing a renter receives.
     return undefined
   }
 }

@@ -1,7 +1,7 @@
 import type { ReceiptStore } from '../receipts/index.js'
 import type { Rentals } from '../rentals/index.js'
 import type { ClientAddresses } from './client-address.js'
-import { registerScoringRoutes } from './control/scoring-routes.js'
+import { registerScoringRoutes, type LogOutcomes } from './control/scoring-routes.js'
 import { registerSourceStatusRoute } from './control/source-status-route.js'
 import type { JsonRoutesParts } from './http/json-route.js'
 import type { Metrics } from './metrics.js'
@@ -43,6 +43,8 @@ export const RECEIPT_PATHS: readonly string[] = [
 
 export interface ReceiptRouteOptions {
   readonly receipts: ReceiptStore
+  /** Gives each post of outcomes its place in the signal log, for the receipt log. */
+  readonly logOutcomes: LogOutcomes
   /** Renters read the receipts of the sources they rent. */
   readonly rentals: Rentals
   /** How long a source's public status keeps its receipt figures (STATUS_CACHE_MS). */
@@ -55,7 +57,7 @@ export interface ReceiptRouteOptions {
 
 export function registerReceiptRoutes(parts: JsonRoutesParts, o: ReceiptRouteOptions, edge: { readonly clientAddresses: ClientAddresses; readonly metrics: Metrics }): void {
   const before = new Set(parts.routes.keys())
-  registerScoringRoutes(parts, o.receipts, Date.now)
+  registerScoringRoutes(parts, o.receipts, o.logOutcomes, Date.now)
   registerSourceStatusRoute(parts, { receipts: o.receipts, cacheMs: o.statusCacheMs, now: Date.now, logger: parts.logger })
   registerReadRoutes(parts, { ...o.reads, receipts: o.receipts, rentals: o.rentals, clientAddresses: edge.clientAddresses, logger: parts.logger, metrics: edge.metrics.registry, ...(o.log && { log: o.log }) })
   const added = [...parts.routes.keys()].filter((p) => !before.has(p))

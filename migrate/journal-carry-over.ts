@@ -1,4 +1,4 @@
-import { decodeSignalRecord, isPlacementData, type IngestCarryOver, type SignalLog } from '../pipeline/index.js'
+import { decodeSignalRecord, isMarkerData, type IngestCarryOver, type SignalLog } from '../pipeline/index.js'
 
 /** Records read from the journal at once (each becomes one or two writes in flight). */
 const CHUNK = 512
@@ -39,7 +39,7 @@ export async function carryOverJournal(log: SignalLog, carry: IngestCarryOver, n
     if (records.length === 0) break
     await Promise.all(
       records.map(async (record) => {
-        if (isPlacementData(record.data)) return
+        if (isMarkerData(record.data)) return
         const r = decodeSignalRecord(record.data)
         const names = r.idempotency_key === null || r.idempotency_key === r.signal_id ? [r.signal_id] : [r.signal_id, r.idempotency_key]
         const acceptedAt = Date.parse(r.received_at)

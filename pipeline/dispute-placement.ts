@@ -1,4 +1,5 @@
 import type { LogRecord } from './log.js'
+import { hasPrefix } from './byte-prefix.js'
 
 /**
  * The log record that gives an accepted dispute its place in the log's order. Accepting
@@ -39,11 +40,7 @@ export const encodePlacement = (sourceId: string, disputeId: string): Uint8Array
 const PREFIX = Buffer.from('{"v":1,"kind":"dispute_placed"')
 
 /** Whether a log record's data is a placement: a byte comparison, so readers of signals pay nothing to tell. */
-export function isPlacementData(data: Uint8Array): boolean {
-  if (data.byteLength < PREFIX.length) return false
-  for (let i = 0; i < PREFIX.length; i++) if (data[i] !== PREFIX[i]) return false
-  return true
-}
+export const isPlacementData = (data: Uint8Array): boolean => hasPrefix(data, PREFIX)
 
 /** The placement a log record is, or undefined when it is not one (a signal, or a placement this release cannot read, which is no signal either). */
 export function placementIn(record: LogRecord): PlacementMark | undefined {

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
-import type { SignalRecord } from '../pipeline/index.js'
+import type { OutcomeItem, SignalRecord } from '../pipeline/index.js'
 import { receiptIdOf } from '../receipts/index.js'
-import { COMMITTED_FIELDS, commitment, committedBytes, encodeLeaf, SALT_BYTES, type CommittedField } from '../sdk/receipt-leaf.js'
+import { COMMITTED_FIELDS, commitment, committedBytes, encodeLeaf, SALT_BYTES, type CommittedField, type OutcomeLeaf } from '../sdk/receipt-leaf.js'
 import type { EntryRow, SignedRequestRow } from './log-store.js'
 
 const sha256 = (data: Uint8Array): Uint8Array => createHash('sha256').update(data).digest()
@@ -87,4 +87,19 @@ export function buildDispute(d: { source_id: string; dispute_id: string; resolve
     receipt_ids: d.signals.map((s) => receiptIdOf(d.source_id, s.signal_id)),
   })
   return { entry: { leaf_index: leafIndex, seq, kind: 'dispute', entry_id: d.dispute_id, leaf: Buffer.from(leaf).toString('base64') }, leaf }
+}
+
+/** The leaf of a verdict that changed its receipt (./outcome-rule.ts), placed where its post's record is in the log. */
+export function buildOutcome(item: OutcomeItem, seq: number, leafIndex: number): { entry: EntryRow; leaf: Uint8Array; decoded: OutcomeLeaf } {
+  const decoded: OutcomeLeaf = {
+    kind: 'outcome',
+    receipt_id: item.receipt_id,
+    outcome: item.outcome,
+    window_start: item.window_start,
+    window_end: item.window_end,
+    baseline: item.baseline,
+    scored_at: item.scored_at,
+  }
+  const leaf = encodeLeaf(decoded)
+  return { entry: { leaf_index: leafIndex, seq, kind: 'outcome', entry_id: item.receipt_id, leaf: Buffer.from(leaf).toString('base64') }, leaf, decoded }
 }

@@ -33,8 +33,8 @@ export interface SignedRequestRow {
 export interface EntryRow {
   readonly leaf_index: number
   readonly seq: number
-  readonly kind: 'signal' | 'dispute'
-  /** The receipt id of a signal leaf, the dispute id of a dispute leaf. */
+  readonly kind: 'signal' | 'dispute' | 'outcome'
+  /** The receipt id of a signal or outcome leaf, the dispute id of a dispute leaf. */
   readonly entry_id: string
   /** Base64 of the leaf. */
   readonly leaf: string
@@ -138,6 +138,21 @@ export class ReceiptLogStore {
       'SELECT key_id, min(size) AS first_size, max(size) AS last_size, count() AS checkpoints FROM receipt_log_checkpoints ARRAY JOIN key_ids AS key_id GROUP BY key_id',
     )
     return rows.map((r) => ({ key_id: r.key_id, first_size: Number(r.first_size), last_size: Number(r.last_size), checkpoints: Number(r.checkpoints) }))
+  }
+
+  /**
+   * The last outcome leaf (base64) of each of these receipts among the tree's first `size`
+   * leaves, by receipt id. Leaves past `size` are a batch whose write failed and is being
+   * retried: not in the tree, so not logged.
+   */
+  async lastOutcomes(receiptIds: readonly string[], size: number): Promise<Map<string, string>> {
+    if (receiptIds.length === 0) return new Map()
+    const rows = await this.#rows<{ entry_id: string; leaf: string }>(
+      'reading receipts\' outcome leaves',
+      "SELECT entry_id, argMax(leaf, leaf_index) AS leaf FROM receipt_log_entries FINAL WHERE kind = 'outcome' AND entry_id IN {ids:Array(String)} AND leaf_index < {size:UInt64} GROUP BY entry_id",
+      { ids: receiptIds, size },
+    )
+    return new Map(rows.map((r) => [r.entry_id, r.leaf]))
   }
 
   /** Every row kept for these receipts, oldest seq first. */

@@ -1,10 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises'
-import { decodeSignalRecord, isLogError, isTransientLogError, MAX_FETCH_RECORDS, placementIn, type LogConsumer, type LogRecord, type SignalLog, type SignalRecord } from '../pipeline/index.js'
+import { decodeSignalRecord, isLogError, isTransientLogError, MAX_FETCH_RECORDS, outcomesIn, placementIn, type LogConsumer, type LogRecord, type OutcomeItem, type SignalLog, type SignalRecord } from '../pipeline/index.js'
 import { isReceiptStoreError, receiptIdOf } from '../receipts/index.js'
 import { Backoff } from '../recorder/index.js'
 import type { DisputeRecord, KeyRecord, Registry } from '../registry/index.js'
-import { buildDispute, buildSignal } from './leaf-builder.js'
+import { decodeLeaf, type OutcomeLeaf } from '../sdk/receipt-leaf.js'
+import { buildDispute, buildOutcome, buildSignal } from './leaf-builder.js'
 import { ReceiptLogError } from './log-error.js'
+import { outcomeChanges } from './outcome-rule.js'
 import type { LogKeys } from './log-keys.js'
 import type { CheckpointRow, EntryRow, ReceiptLogStore, SignedRequestRow } from './log-store.js'
 import { leafHash, MerkleTree } from './merkle-tree.js'
@@ -70,6 +72,9 @@ const transient = (err: unknown) => (isReceiptStoreError(err) && err.transient) 
  *   second leaf).
  * - A dispute placement gives a leaf once the registry holds its dispute accepted at that
  *   placement; the sequencer waits at the placement as delivery does (registry/dispute-gate.ts).
+ * - A post of outcomes (pipeline/outcome-record.ts) gives a leaf to each verdict that changes
+ *   its receipt, judged against the receipt's last outcome leaf (./outcome-rule.ts); a
+ *   re-post that changes nothing gives none.
  * - Rows are written before the tree takes the leaves, and the position acknowledged after:
  *   a crash at any point leaves either no leaf or every leaf of the batch stored, and the
  *   records after the last stored leaf are handed out again.
@@ -185,10 +190,15 @@ export class ReceiptLogSequencer {
 
   /** The leaves of a batch: written, then taken into the tree. Throws with nothing taken. */
   async #sequence(records: readonly LogRecord[]): Promise<void> {
-    const items: Array<{ readonly signal: SignalRecord; readonly seq: number } | { readonly placement: LogRecord }> = []
+    const items: Array<{ readonly signal: SignalRecord; readonly seq: number } | { readonly placement: LogRecord } | { readonly outcomes: readonly OutcomeItem[]; readonly seq: number }> = []
     for (const r of records) {
       if (placementIn(r) !== undefined) {
         items.push({ placement: r })
+        continue
+      }
+      const outcomes = outcomesIn(r)
+      if (outcomes !== undefined) {
+        items.push({ outcomes, seq: r.seq })
         continue
       }
       const signal = readSignal(r)
@@ -196,6 +206,7 @@ export class ReceiptLogSequencer {
       else this.#o.logger.error({ seq: r.seq }, 'receipt log: a log record is not a signal record this release can read; it has no leaf')
     }
     const known = await this.#loggedReceipts(items.flatMap((i) => ('signal' in i ? [receiptIdOf(i.signal.source_id, i.signal.signal_id)] : [])))
+    const lastOutcome = await this.#lastOutcomes(items.flatMap((i) => ('outcomes' in i ? i.outcomes.map((o) => o.receipt_id) : [])))
     const requests: SignedRequestRow[] = []
     const entries: EntryRow[] = []
     const leaves: Uint8Array[] = []
@@ -207,6 +218,16 @@ export class ReceiptLogSequencer {
         const built = buildDispute(d, item.placement.seq, at)
         entries.push(built.entry)
         leaves.push(built.leaf)
+        continue
+      }
+      if ('outcomes' in item) {
+        for (const o of item.outcomes) {
+          if (!outcomeChanges(lastOutcome.get(o.receipt_id), o)) continue
+          const built = buildOutcome(o, item.seq, this.#tree.size + leaves.length)
+          lastOutcome.set(o.receipt_id, built.decoded)
+          entries.push(built.entry)
+          leaves.push(built.leaf)
+        }
         continue
       }
       const receiptId = receiptIdOf(item.signal.source_id, item.signal.signal_id)
@@ -236,6 +257,16 @@ export class ReceiptLogSequencer {
       else if (row.leaf_index !== null && row.leaf_index < this.#tree.size && this.#tree.leafHashAt(row.leaf_index).equals(leafHash(Buffer.from(row.leaf, 'base64')))) known.add(row.receipt_id)
     }
     return known
+  }
+
+  /** The last outcome leaf in the tree of each receipt among `ids`. */
+  async #lastOutcomes(ids: readonly string[]): Promise<Map<string, OutcomeLeaf>> {
+    const out = new Map<string, OutcomeLeaf>()
+    for (const [id, leaf] of await this.#o.store.lastOutcomes([...new Set(ids)], this.#tree.size)) {
+      const decoded = decodeLeaf(Buffer.from(leaf, 'base64'))
+      if (decoded.kind === 'outcome') out.set(id, decoded)
+    }
+    return out
   }
 
   /** The dispute a placement record placed, once the registry decided it; undefined when it was not accepted there. */

@@ -1,4 +1,4 @@
-import { decodeSignalRecord, isPlacementData, type LogRecord } from '../pipeline/index.js'
+import { decodeSignalRecord, isMarkerData, type LogRecord } from '../pipeline/index.js'
 import type { ReceiptInput } from '../receipts/index.js'
 
 /** What the recorder does with one log record. */
@@ -8,7 +8,7 @@ export type RecordMapping =
   | { readonly kind: 'unknown_source'; readonly sourceId: string; readonly receipt: (agentId: string) => ReceiptInput }
   /** Not a signal record this code can read: it can never become a receipt. */
   | { readonly kind: 'undecodable'; readonly why: string }
-  /** A dispute's placement in the log (pipeline/dispute-placement.ts): no signal, nothing to record. */
+  /** A marker in the log (pipeline/marker-record.ts: a dispute's placement, a post of outcomes the outcomes route already stored): no signal, nothing to record. */
   | { readonly kind: 'not_a_signal' }
 
 const ISO_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$/
@@ -22,7 +22,7 @@ const isIso = (v: unknown): v is string => typeof v === 'string' && ISO_UTC.test
  * make the store refuse a whole batch.
  */
 export function mapRecord(record: LogRecord, agentOf: (sourceId: string) => string | undefined): RecordMapping {
-  if (isPlacementData(record.data)) return { kind: 'not_a_signal' }
+  if (isMarkerData(record.data)) return { kind: 'not_a_signal' }
   let r: Record<string, unknown>
   try {
     r = decodeSignalRecord(record.data) as unknown as Record<string, unknown>

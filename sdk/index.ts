@@ -36,5 +36,5 @@ export { merkleLeafHash, merkleNodeHash, rootFromInclusionProof, verifyConsisten
 export { NoteError, noteKeyId, openNote, parseCheckpointText, parseVerifierKey, verifyCheckpoint, type Checkpoint, type NoteSignature, type NoteVerifierKey, type OpenedNote } from './signed-note.js'
 export {
   COMMITTED_FIELDS, commitment, committedBytes, decodeLeaf, encodeLeaf, LEAF_KIND, LEAF_VERSION, LeafFormatError, SALT_BYTES,
-  type CommittedField, type CommittedValues, type DisputeLeaf, type ReceiptLogLeaf, type SignalLeaf, type SignalLeafClear,
+  type CommittedField, type CommittedValues, type DisputeLeaf, type OutcomeLeaf, type ReceiptLogLeaf, type SignalLeaf, type SignalLeafClear,
 } from './receipt-leaf.js'

@@ -16,6 +16,14 @@ import { utf8Bytes } from './bytes.js'
  *                  || hash body || hash signature
  *   dispute leaf = kind 0x02 || str source_id || str dispute_id || str resolved_at
  *                  || u16 count || count × str receipt_id
+ *   outcome leaf = kind 0x03 || str receipt_id || str outcome || str window_start
+ *                  || str window_end || str baseline || str scored_at
+ *
+ * An outcome leaf is a scorer's verdict that changed a receipt: `outcome` is hit, miss or
+ * void, the times are ISO 8601 UTC with milliseconds (`2030-01-31T12:00:00.000Z`) and
+ * `baseline` is the number's shortest round-trip decimal (JavaScript's String(n): `1.5`,
+ * `-0.25`, `1e+21`). Every field of it is in a receipt's public view but scored_at, which
+ * is no secret, so it carries no commitment.
  *
  * `confidence` is its decimal digits, or empty when the signal had none. The six `hash`
  * fields are salted commitments, SHA-256(salt || value), each with its own 16-byte random
@@ -32,7 +40,7 @@ import { utf8Bytes } from './bytes.js'
  */
 
 export const LEAF_VERSION = 1
-export const LEAF_KIND = { signal: 1, dispute: 2 } as const
+export const LEAF_KIND = { signal: 1, dispute: 2, outcome: 3 } as const
 export const SALT_BYTES = 16
 export const COMMITTED_FIELDS = ['signal_id', 'key', 'note', 'request', 'body', 'signature'] as const
 export type CommittedField = (typeof COMMITTED_FIELDS)[number]
@@ -61,7 +69,19 @@ export interface DisputeLeaf {
   readonly receipt_ids: readonly string[]
 }
 
-export type ReceiptLogLeaf = SignalLeaf | DisputeLeaf
+export interface OutcomeLeaf {
+  readonly kind: 'outcome'
+  readonly receipt_id: string
+  readonly outcome: 'hit' | 'miss' | 'void'
+  readonly window_start: string
+  readonly window_end: string
+  readonly baseline: number
+  readonly scored_at: string
+}
+
+export type ReceiptLogLeaf = SignalLeaf | DisputeLeaf | OutcomeLeaf
+
+const LEAF_OUTCOMES: readonly string[] = ['hit', 'miss', 'void']
 
 /** The values a signal's commitments are over (see the module's comment). */
 export interface CommittedValues {
@@ -124,6 +144,19 @@ function str(text: string): Uint8Array {
 const u16 = (n: number): Uint8Array => Uint8Array.of(n >> 8, n & 0xff)
 
 export function encodeLeaf(leaf: ReceiptLogLeaf): Uint8Array {
+  if (leaf.kind === 'outcome') {
+    if (!LEAF_OUTCOMES.includes(leaf.outcome)) throw new LeafFormatError('an outcome leaf\'s outcome is hit, miss or void')
+    if (!Number.isFinite(leaf.baseline)) throw new LeafFormatError('an outcome leaf\'s baseline is a finite number')
+    return concat([
+      Uint8Array.of(LEAF_VERSION, LEAF_KIND.outcome),
+      str(leaf.receipt_id),
+      str(leaf.outcome),
+      str(leaf.window_start),
+      str(leaf.window_end),
+      str(String(leaf.baseline)),
+      str(leaf.scored_at),
+    ])
+  }
   if (leaf.kind === 'dispute') {
     if (leaf.receipt_ids.length > 0xffff) throw new LeafFormatError('a dispute leaf names at most 65535 receipts')
     return concat([
@@ -189,6 +222,18 @@ export function decodeLeaf(bytes: Uint8Array): ReceiptLogLeaf {
     const receipt_ids: string[] = []
     for (let i = 0; i < count; i++) receipt_ids.push(readStr())
     leaf = { kind: 'dispute', source_id, dispute_id, resolved_at, receipt_ids }
+  } else if (kind === LEAF_KIND.outcome) {
+    const receipt_id = readStr()
+    const outcome = readStr()
+    const window_start = readStr()
+    const window_end = readStr()
+    const baselineText = readStr()
+    const scored_at = readStr()
+    if (!LEAF_OUTCOMES.includes(outcome)) fail('an outcome is not hit, miss or void')
+    const baseline = Number(baselineText)
+    // One spelling per number: the text must be what encoding the number writes back.
+    if (baselineText === '' || !Number.isFinite(baseline) || String(baseline) !== baselineText) fail('a baseline is not a number in its canonical form')
+    leaf = { kind: 'outcome', receipt_id, outcome: outcome as OutcomeLeaf['outcome'], window_start, window_end, baseline, scored_at }
   } else if (kind === LEAF_KIND.signal) {
     const receipt_id = readStr()
     const source_id = readStr()

@@ -1,5 +1,6 @@
 import type { ReceiptRouteOptions } from '../gateway/index.js'
 import { KvUsageMeter, MemoryReadRateLimiter } from '../gateway/index.js'
+import { appendOutcomes } from '../pipeline/index.js'
 import type { ReceiptStore } from '../receipts/index.js'
 import type { Rentals } from '../rentals/index.js'
 import type { ServiceCore } from './setup.js'
@@ -18,6 +19,8 @@ export async function openReceiptReadsPart(core: ServiceCore, receipts: ReceiptS
   return {
     routes: {
       receipts,
+      // Every process can append to the signal log (a cluster's is JetStream), so outcomes are logged wherever they are posted.
+      logOutcomes: async (items) => void (await appendOutcomes(core.signalLog, items)),
       rentals,
       statusCacheMs: config.STATUS_CACHE_MS,
       reads: {

@@ -21,7 +21,7 @@ export function webhookIdOf(rentalId: string, event: number | string): string {
 export function webhookEventOf(record: LogRecord, rental: RentalRecord, asked = false): Record<string, unknown> | undefined {
   let signal
   try {
-    // Throws for a dispute placement too: no signal, no event.
+    // Throws for a marker too (a dispute placement, a post of outcomes): no signal, no event.
     signal = decodeSignalRecord(record.data)
   } catch {
     return undefined

@@ -1,4 +1,4 @@
-import { parseIsoUtc } from '../../pipeline/index.js'
+import { parseIsoUtc, type OutcomeItem } from '../../pipeline/index.js'
 import { isReceiptId, isReceiptStoreError, type OutcomeInput, type ReceiptStore } from '../../receipts/index.js'
 import { ApiError, checkOutcomeItem, OUTCOMES_BODY_MAX_BYTES, OUTCOMES_PER_POST_MAX, SCORED_AT_SKEW_MS, type OutcomeRefusalCode } from '../../schemas/index.js'
 import { jsonRoute, type JsonRoutesParts } from '../http/json-route.js'
@@ -62,12 +62,24 @@ export function sortOutcomeItems(items: readonly unknown[], nowMs: number): { va
 }
 
 /**
+ * Appends a post's stored items to the signal log (pipeline/outcome-record.ts), where the
+ * receipt log gives each verdict that changes a receipt its leaf; resolves once durable.
+ */
+export type LogOutcomes = (items: readonly OutcomeItem[]) => Promise<void>
+
+/**
  * `POST /v1/scoring/outcomes`: the scoring service's verdicts, up to 1,000 at once, from a
  * scorer token (or the admin token). The answer names each refused item; the others are
  * stored. Posting the same items again changes nothing; of two verdicts on one receipt
  * the newer scored_at wins, whichever arrives first.
+ *
+ * The stored items are then appended to the signal log, and the answer waits for that:
+ * a 200 means each verdict has its place in the receipt log's order. The store comes
+ * first because only it knows which receipts exist. When the append fails the scorer gets
+ * 503 and posts again: the store takes the same items again with no change, and the new
+ * record gives the receipt log what the failed one would have.
  */
-export function registerScoringRoutes(parts: JsonRoutesParts, receipts: ReceiptStore, now: () => number): void {
+export function registerScoringRoutes(parts: JsonRoutesParts, receipts: ReceiptStore, logOutcomes: LogOutcomes, now: () => number): void {
   jsonRoute(parts, 'post', '/v1/scoring/outcomes', { access: 'scorer', maxBodyBytes: OUTCOMES_BODY_MAX_BYTES }, async ({ body }) => {
     if (!Array.isArray(body)) throw new ApiError('invalid_request', `body must be a JSON array of 1 to ${OUTCOMES_PER_POST_MAX} outcome items`)
     if (body.length === 0 || body.length > OUTCOMES_PER_POST_MAX) throw new ApiError('invalid_request', `body must hold 1 to ${OUTCOMES_PER_POST_MAX} outcome items (it holds ${body.length})`)
@@ -81,10 +93,20 @@ export function registerScoringRoutes(parts: JsonRoutesParts, receipts: ReceiptS
         throw storeFailure(err)
       }
       accepted = result.accepted
+      const refusedByStore = new Set<number>()
       for (const r of result.refused) {
+        refusedByStore.add(r.index)
         const index = valid[r.index]?.index ?? r.index
         // The store's own checks repeat ours; what it alone can tell is whether the receipt exists.
         refused.push({ index, receipt_id: r.receipt_id, code: r.reason, message: r.reason === 'unknown_receipt' ? 'no such receipt' : r.message })
+      }
+      const stored = valid.filter((_, i) => !refusedByStore.has(i)).map((v) => v.input)
+      if (stored.length > 0) {
+        try {
+          await logOutcomes(stored)
+        } catch (err) {
+          throw new ApiError('not_ready', 'the signal log is unavailable; post the same items again', { cause: err, retryAfter: 1 })
+        }
       }
     }
     refused.sort((a, b) => a.index - b.index)

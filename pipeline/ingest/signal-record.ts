@@ -1,5 +1,5 @@
 import type { AcceptedBody } from '../../schemas/index.js'
-import { isPlacementData } from '../dispute-placement.js'
+import { isMarkerData } from '../marker-record.js'
 import type { AcceptedSignal } from './ports.js'
 import type { SignedRequest } from './signed-request.js'
 
@@ -45,9 +45,9 @@ export const signalDedupId = (sourceId: string, signalId: string) => `${sourceId
 
 export const encodeSignalRecord = (record: SignalRecord): Uint8Array => Buffer.from(JSON.stringify(record))
 
-/** Throws for a record that is not a signal's: a dispute placement (../dispute-placement.ts) or bytes that are not JSON. */
+/** Throws for a record that is not a signal's: a marker (a dispute placement or a post of outcomes: ../marker-record.ts) or bytes that are not JSON. */
 export function decodeSignalRecord(data: Uint8Array): SignalRecord {
-  if (isPlacementData(data)) throw new TypeError('a dispute placement, not a signal record')
+  if (isMarkerData(data)) throw new TypeError('a marker (a dispute placement or outcomes), not a signal record')
   return JSON.parse(Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('utf8')) as SignalRecord
 }
 

@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import { receiptIdOf } from '../../receipts/index.js'
-import { merkleLeafHash, parseVerifierKey, verifyCheckpoint, verifyConsistency, verifyReceipt, type ReceiptBundle } from '../../sdk/index.js'
+import { decodeLeaf, merkleLeafHash, parseVerifierKey, verifyCheckpoint, verifyConsistency, verifyReceipt, type Checkpoint, type ReceiptBundle, type ReceiptLogLeaf } from '../../sdk/index.js'
 import { call, payload, provision, push, type Provisioned } from '../helpers/api.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 import type { LaunchedGateway } from '../../harness/gateway-launcher.js'
@@ -37,6 +37,24 @@ async function pushSome(src: Provisioned, gw: LaunchedGateway, n: number): Promi
     ids.push(receiptIdOf(src.sourceId, p.signal_id as string))
   }
   return ids
+}
+
+/** The leaves of a log of fewer than 256 entries, from its one partial entry bundle. */
+async function leavesOf(gw: LaunchedGateway, size: number): Promise<ReceiptLogLeaf[]> {
+  const body = (await text(gw, `/v1/log/tile/entries/000.p/${size}`)).body
+  const leaves: ReceiptLogLeaf[] = []
+  for (let at = 0; at < body.length; at += 2 + body.readUInt16BE(at)) leaves.push(decodeLeaf(body.subarray(at + 2, at + 2 + body.readUInt16BE(at))))
+  return leaves
+}
+
+/** The first verified checkpoint of at least `size` entries. */
+async function checkpointOf(gw: LaunchedGateway, size: number): Promise<Checkpoint> {
+  const key = [parseVerifierKey(await logKey(gw))]
+  for (const end = Date.now() + 30_000; Date.now() < end; await new Promise((r) => setTimeout(r, 100))) {
+    const cp = verifyCheckpoint((await text(gw, '/v1/log/checkpoint')).body.toString('utf8'), key)
+    if (cp.size >= size) return cp
+  }
+  throw new Error(`no checkpoint of ${size} entries`)
 }
 
 t.test('the receipt log of a running gateway', async (t) => {
@@ -112,6 +130,48 @@ t.test('the receipt log of a running gateway', async (t) => {
     const keys = (await call(gw.url, 'GET', '/v1/log/keys')).body.data as Array<{ verifier_key: string; state: string; first_size: number | null }>
     t.same(keys.map((k) => k.state), ['retiring', 'active'])
     t.ok(keys.every((k) => k.first_size !== null && k.first_size > 0), 'each signed a checkpoint')
+  })
+
+  await t.test('an outcome that changes a receipt adds one outcome leaf in log order; posting it again adds none', async (t) => {
+    const issued = await call(gw.url, 'POST', '/v1/admin/tokens', { token: gw.adminToken, body: { role: 'scorer', subject: 'scoring-service' } })
+    const scorer = issued.body.data.token as string
+    const scoredAt = new Date(Date.now() - 60_000).toISOString()
+    const item = (receiptId: string, outcome: string) => ({ receipt_id: receiptId, window_start: '2030-01-01T00:00:00.000Z', window_end: '2030-01-01T01:00:00.000Z', baseline: 0.5, outcome, scored_at: scoredAt })
+    const post = async (items: unknown[]) => {
+      const res = await call(gw.url, 'POST', '/v1/scoring/outcomes', { token: scorer, body: items })
+      t.same(res.body.data, { accepted: items.length, refused: [] }, 'the post is stored whole')
+    }
+    // Every signal pushed so far is logged (each subtest waited for its last proof).
+    const startCp = await checkpointOf(gw, 1)
+    const start = startCp.size
+    t.equal((await leavesOf(gw, start)).filter((l) => l.kind === 'outcome').length, 0, 'no outcome leaf yet')
+
+    await post([item(ids[0]!, 'hit')])
+    const first = await checkpointOf(gw, start + 1)
+    t.equal(first.size, start + 1, 'the log grew by one leaf')
+    t.same((await leavesOf(gw, first.size))[start], { kind: 'outcome', receipt_id: ids[0], outcome: 'hit', window_start: '2030-01-01T00:00:00.000Z', window_end: '2030-01-01T01:00:00.000Z', baseline: 0.5, scored_at: scoredAt })
+
+    // The same post again, then a verdict on another receipt: its leaf comes after the re-post's record, so once it is there the re-post was judged.
+    await post([item(ids[0]!, 'hit')])
+    await post([item(ids[1]!, 'void')])
+    const second = await checkpointOf(gw, start + 2)
+    t.equal(second.size, start + 2, 'one more leaf, for the other receipt only')
+    t.match((await leavesOf(gw, second.size))[start + 1], { kind: 'outcome', receipt_id: ids[1], outcome: 'void' }, 'the re-post added none')
+
+    await post([item(ids[0]!, 'miss')])
+    const third = await checkpointOf(gw, start + 3)
+    t.equal(third.size, start + 3)
+    const leaves = await leavesOf(gw, third.size)
+    t.match(leaves[start + 2], { kind: 'outcome', receipt_id: ids[0], outcome: 'miss' }, 'a different verdict adds one')
+    t.same(leaves.filter((l) => l.kind === 'outcome').map((l) => l.kind === 'outcome' && l.outcome), ['hit', 'void', 'miss'])
+
+    for (const cp of [first, second]) {
+      const res = await call(gw.url, 'GET', `/v1/log/consistency?from=${cp.size}&to=${third.size}`)
+      const proof = (res.body.data.proof as string[]).map((h) => Buffer.from(h, 'base64'))
+      t.ok(verifyConsistency(cp.size, third.size, cp.rootHash, third.rootHash, proof), `the checkpoint of ${cp.size} is a prefix of the one of ${third.size}`)
+    }
+    const res = await call(gw.url, 'GET', `/v1/log/consistency?from=${start}&to=${third.size}`)
+    t.ok(verifyConsistency(start, third.size, startCp.rootHash, third.rootHash, (res.body.data.proof as string[]).map((h) => Buffer.from(h, 'base64'))), 'and so is the one before the outcomes')
   })
 
   await t.test('a receipt the reader may not see has no proof for them', async (t) => {

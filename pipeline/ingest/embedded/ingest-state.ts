@@ -6,7 +6,7 @@ import { NonceStore } from './nonce-store.js'
 import type { RefusedNonce } from './refusal-history.js'
 import type { RetryNote } from './retry-notes.js'
 import { SignalDedup } from './signal-dedup.js'
-import { isPlacementData } from '../../dispute-placement.js'
+import { isMarkerData } from '../../marker-record.js'
 import { decodeSignalRecord, dedupRecordOf } from '../signal-record.js'
 import { readStateSnapshot, writeStateSnapshot, type LogMark } from './state-snapshot.js'
 
@@ -115,8 +115,8 @@ export class IngestState {
     let restored = 0
     for await (const batch of readBatches(this.#o.log, start)) {
       for (const entry of batch) {
-        // A dispute's placement claims no id and no nonce.
-        if (isPlacementData(entry.data)) continue
+        // A dispute's placement and a post of outcomes claim no id and no nonce.
+        if (isMarkerData(entry.data)) continue
         const r = decodeSignalRecord(entry.data)
         this.#dedup.remember(
           r.source_id,
