@@ -137,7 +137,7 @@ t.test('listen forwards events signed v1 with the secret it prints, verified by 
   t.equal(unknown.code, 1, 'an event the rental never received: 404')
   const retry = await sgw(['webhook', 'retry', rentalId, '--json'], { token: renterToken })
   t.equal(retry.code, 0, retry.stderr)
-  t.match(retry.json(), { rental_id: rentalId, state: 'healthy' }, 'the retry route answers with the endpoint\'s state')
+  t.match(retry.json(), { rental_id: rentalId, state: 'enabled', retrying: null }, 'nothing waits: the retry route answers with the endpoint\'s state')
   const noHook = await sgw(['webhook', 'retry', 'rnt_none_such_rental_0', '--json'], { token: renterToken })
   t.equal(noHook.code, 1, 'a rental without a webhook (or not the renter\'s): refused, exit 1')
 })
