@@ -20,6 +20,7 @@ import { OUTCOMES_BODY_MAX_BYTES, OUTCOMES_PER_POST_MAX, OutcomeItem, OutcomesAn
 import { AcceptedBody, SignalPayloadSchema } from './signal.js'
 import { bearer, control, errors, json, noInput, nullable, ok, path, time, withBody } from './openapi-parts.js'
 import { webhookPaths } from './openapi-webhooks.js'
+import { logPaths } from './openapi-log.js'
 import { statsPaths } from './openapi-stats.js'
 import { streamPaths, streamSchemas, ticketScheme } from './openapi-streams.js'
 
@@ -301,6 +302,7 @@ export function openApiDocument(serverUrl: string): Record<string, unknown> {
           responses: { '200': { description: 'one receipt, as the caller may see it (the public view redacted and only past the delay)', ...ok(Receipt) }, ...control(404, 429) },
         },
       },
+      ...logPaths(),
       '/v1/usage': {
         get: { security: bearer, parameters: [month], responses: { '200': { description: "the caller's metered use (rows exported) in one UTC month, by day: a creator, renter or admin token", ...ok(Usage) }, ...control(400) } },
       },
