@@ -12,15 +12,18 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 COPY sdk/package.json sdk/package.json
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json tsconfig.build.json tsconfig.sdk.json tsconfig.test.json ./
+COPY tsconfig.json tsconfig.build.json tsconfig.sdk.json tsconfig.test.json tsconfig.web.json ./
 COPY scripts scripts
 COPY backends backends
 COPY bench bench
+COPY cli cli
 COPY config config
 COPY delivery delivery
 COPY gateway gateway
 COPY harness harness
+COPY migrate migrate
 COPY pipeline pipeline
+COPY receipt-log receipt-log
 COPY receipts receipts
 COPY recorder recorder
 COPY registry registry
@@ -30,6 +33,8 @@ COPY sdk sdk
 COPY service service
 COPY storage storage
 COPY tracing tracing
+# The web pages' sources (the dashboard and the API reference), built into dist/web/.
+COPY web web
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 
 FROM node:20-bookworm-slim

@@ -95,12 +95,12 @@ const ROWS: Row[] = [
   { pattern: '/v1/rentals/{rental_id}/webhook/deliveries', path: `/v1/rentals/${rentalId}/webhook/deliveries`, token: renterToken, takes: {}, malformed: [] },
   {
     pattern: '/v1/byo/sources/{source_id}/receipts', path: `/v1/byo/sources/${src.sourceId}/receipts`, token: src.creatorToken,
-    takes: { ...receiptFilters, include_test: 'true', limit: '5', cursor: undefined },
-    malformed: [...badFilters, ...badPage, ['limit=1001', 'limit']],
+    takes: { ...receiptFilters, include_test: 'true', signal_id: 'sig-00000001', limit: '5', cursor: undefined },
+    malformed: [...badFilters, ...badPage, ['limit=1001', 'limit'], ['signal_id=short', 'signal_id']],
   },
   {
     pattern: '/v1/byo/receipts', path: '/v1/byo/receipts', token: src.creatorToken,
-    takes: { ...receiptFilters, include_test: 'true', source_id: src.sourceId, agent_id: src.agentId, limit: '5', cursor: undefined },
+    takes: { ...receiptFilters, include_test: 'true', signal_id: 'sig-00000001', source_id: src.sourceId, agent_id: src.agentId, limit: '5', cursor: undefined },
     malformed: [['source_id=x', 'source_id'], ['source_id=', 'source_id'], ['agent_id=a%20b', 'agent_id'], ...badFilters, ...badPage],
   },
   {
