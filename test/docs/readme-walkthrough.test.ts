@@ -1,8 +1,9 @@
 import { execFile } from 'node:child_process'
-import { chmod, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { chmod, mkdtemp, readdir, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join, relative } from 'node:path'
 import t from 'tap'
+import { runInBash, shellBlock } from '../helpers/doc-shell-block.js'
 import { startTestGateway } from '../helpers/gateway-process.js'
 import { repoPath } from '../helpers/repo-root.js'
 
@@ -17,30 +18,10 @@ const REPO = repoPath()
 const RUN_TIMEOUT_MS = 60_000
 
 /** The commands of the README's walk-through block. */
-async function readmeWalkthrough(): Promise<string> {
-  const readme = await readFile(join(REPO, 'README.md'), 'utf8')
-  const block = /<!-- walkthrough:begin -->\n([\s\S]*?)<!-- walkthrough:end -->/.exec(readme)?.[1]
-  if (block === undefined) throw new Error('README.md has no <!-- walkthrough:begin --> ... <!-- walkthrough:end --> block')
-  const fences = [...block.matchAll(/^```(?:sh|bash)\n([\s\S]*?)^```$/gm)].map((m) => m[1] as string)
-  if (fences.length !== 1) throw new Error(`the walkthrough block must hold one sh code block, not ${fences.length}`)
-  return fences[0] as string
-}
-
-interface Run {
-  readonly code: number
-  readonly stdout: string
-  readonly stderr: string
-}
+const readmeWalkthrough = () => shellBlock('README.md', 'walkthrough')
 
 /** The commands in bash from the repository's root, as a reader pastes them, with only `env` set. */
-function runInBash(commands: string, env: Record<string, string>): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile('bash', ['-c', commands], { cwd: REPO, env, timeout: RUN_TIMEOUT_MS, maxBuffer: 4 * 1024 * 1024 }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1
-      resolve({ code, stdout, stderr })
-    })
-  })
-}
+const runWalkthrough = (commands: string, env: Record<string, string>) => runInBash(commands, env, { timeoutMs: RUN_TIMEOUT_MS })
 
 const git = (...args: string[]) =>
   new Promise<string>((resolve, reject) =>
@@ -86,7 +67,7 @@ t.test('the README walk-through runs as shown, twice in a row on one gateway, an
   const before = await repositoryState()
   const sources = new Set<string>()
   for (const round of [1, 2]) {
-    const run = await runInBash(commands, env)
+    const run = await runWalkthrough(commands, env)
     t.equal(run.code, 0, `run ${round} succeeds:\n${run.stdout}\n${run.stderr}`)
     const done = /^Done: source (src_\S+), key (key_\S+) \(active\)/m.exec(run.stdout)
     t.ok(done, `run ${round} reaches its last step`)
@@ -110,14 +91,14 @@ t.test('a failing step names itself, prints the status and the error body, and s
   const gw = await startTestGateway(t)
   const tmp = await mkdtemp(join(tmpdir(), 'sgw-walkthrough-test-'))
   t.teardown(() => rm(tmp, { recursive: true, force: true }))
-  const run = await runInBash(commands, { PATH: process.env['PATH'] ?? '', HOME: tmp, TMPDIR: tmp, GATEWAY_URL: gw.url, ADMIN_TOKEN: `not-the-admin-token-${'x'.repeat(24)}` })
+  const run = await runWalkthrough(commands, { PATH: process.env['PATH'] ?? '', HOME: tmp, TMPDIR: tmp, GATEWAY_URL: gw.url, ADMIN_TOKEN: `not-the-admin-token-${'x'.repeat(24)}` })
   t.not(run.code, 0, 'the run fails')
   t.match(run.stderr, 'create creator token: expected HTTP 201, got 401')
   t.match(run.stderr, '"code": "unauthorized"', 'the error body is printed')
   t.notMatch(run.stdout, '2. source', 'no later step runs')
   t.same(await readdir(tmp), [], 'the work folder is removed on failure too')
 
-  const down = await runInBash(commands, { PATH: process.env['PATH'] ?? '', HOME: tmp, TMPDIR: tmp, GATEWAY_URL: 'http://127.0.0.1:1', ADMIN_TOKEN: gw.adminToken })
+  const down = await runWalkthrough(commands, { PATH: process.env['PATH'] ?? '', HOME: tmp, TMPDIR: tmp, GATEWAY_URL: 'http://127.0.0.1:1', ADMIN_TOKEN: gw.adminToken })
   t.not(down.code, 0)
   t.match(down.stderr, 'readiness: no answer from http://127.0.0.1:1 (is the gateway running?')
 })
@@ -133,12 +114,12 @@ t.test('the walk-through checks its tools first: jq 1.6 or later, OpenSSL 3', as
   // Nothing is sent: the URL would refuse every connection anyway.
   const env = { PATH: `${bin}:${process.env['PATH'] ?? ''}`, HOME: bin, TMPDIR: bin, GATEWAY_URL: 'http://127.0.0.1:1', ADMIN_TOKEN: 'x'.repeat(40) }
   await fake('jq', 'jq-1.5')
-  const oldJq = await runInBash(commands, env)
+  const oldJq = await runWalkthrough(commands, env)
   t.not(oldJq.code, 0)
   t.match(oldJq.stderr, 'jq-1.5 is too old: jq 1.6 or later is needed')
   await rm(join(bin, 'jq'))
   await fake('openssl', 'LibreSSL 3.3.6')
-  const libre = await runInBash(commands, env)
+  const libre = await runWalkthrough(commands, env)
   t.not(libre.code, 0)
   t.match(libre.stderr, "'LibreSSL 3.3.6' is not OpenSSL 3 or later")
 })
