@@ -79,7 +79,7 @@ export class Recorder {
     this.#o = options
     this.#now = options.now ?? Date.now
     this.#batchMax = batchMax
-    this.#flushMs = options.flushMs ?? 1000
+    this.#flushMs = options.flushMs ?? 500
     this.#disputes = new DisputeSync(options.registry, options.store, (d, signalId) =>
       options.logger.warn({ dispute_id: d.dispute_id, source_id: d.source_id, signal_id: signalId }, 'recorder: a disputed signal has no receipt (retention removed it before it was recorded); its status is not shown'),
     )
