@@ -159,7 +159,9 @@ export class Recorder {
     backoff.reset()
     // Built after the take-over, so it knows what earlier holders wrote; until it is, the
     // store looks every id up.
-    void this.#o.store.trackRecordedIds?.().catch((err: unknown) => this.#o.logger.warn({ err }, 'recorder: the filter of recorded ids was not built; every id is looked up'))
+    void this.#o.store.trackRecordedIds?.().catch((err: unknown) => {
+      if (!this.#closing) this.#o.logger.warn({ err }, 'recorder: the filter of recorded ids was not built; every id is looked up')
+    })
     this.#consumer = consumer
     if (this.#closing) return
     this.#unwatch = this.#o.registry.watchDisputes(() => this.#wake())
