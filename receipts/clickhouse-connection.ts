@@ -199,8 +199,11 @@ function openServer(target: Extract<ClickHouseTarget, { kind: 'server' }>): Clic
     engine: 'server',
     client,
     async insertCompact(table, columns, body) {
-      // A byte stream (not object mode): the client sends it as the body unchanged.
-      await client.insert({ table, values: Readable.from([body], { objectMode: false }), format: 'JSONCompactEachRow', columns: columns as [string, ...string[]] })
+      // The bytes as the request body, unchanged: the client's insert takes JSON formats only
+      // as an object-mode stream of rows, which it would serialise again.
+      const result = await client.exec({ query: `INSERT INTO ${table} (${columns.join(', ')}) FORMAT JSONCompactEachRow`, values: Readable.from([body], { objectMode: false }) })
+      // Read to its end (it is empty), so the connection goes back to the pool.
+      for await (const _ of result.stream) void _
     },
     async *stream(query, params, format, signal) {
       // The client never sends a request whose signal was aborted before it was made, but

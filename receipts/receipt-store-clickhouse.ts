@@ -12,6 +12,7 @@ import { ReceiptStoreError } from './receipt-store-error.js'
 import { LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX, OUTCOMES_PER_POST_MAX, RECORD_BATCH_MAX } from './limits.js'
 import { type Migration, type MigrationLock, migrate } from './schema-migrations.js'
 import { loadRows, receiptCount, storedRows } from './receipt-transfer.js'
+import { RecordedIdIndex } from './recorded-id-index.js'
 
 
 /**
@@ -60,10 +61,42 @@ export class ClickHouseReceiptStore implements ReceiptStore {
   #conn: ClickHouseConnection | undefined
   #opening: Promise<void> | undefined
   #closed = false
+  readonly #recordedIds = new RecordedIdIndex({
+    count: async () => Number((await this.#rows<{ n: number | string }>('counting recorded receipts', { query: 'SELECT count() AS n FROM receipt_ids', params: {} }))[0]?.n ?? 0),
+    keys: () => this.#recordedKeys(),
+  })
 
   constructor(options: ClickHouseReceiptStoreOptions) {
     this.#o = options
     this.#now = options.now ?? Date.now
+  }
+
+  /**
+   * Builds (again) the in-memory filter of recorded ids that spares `record` the look-up of
+   * ids it certainly does not hold; resolves once it is in use. Until then, and if it
+   * fails, every id is looked up. The filter knows what the store listed when it was built
+   * and what `record` wrote or found since, not what other processes write later: the
+   * recorder builds it when it takes its consumer and asks `verify` for every record a
+   * previous holder may have written.
+   */
+  async trackRecordedIds(): Promise<void> {
+    await this.open()
+    await this.#recordedIds.build()
+  }
+
+  async *#recordedKeys(): AsyncIterable<string> {
+    const decoder = new TextDecoder()
+    let rest = ''
+    try {
+      for await (const chunk of this.#c.stream('SELECT substring(receipt_id, 4, 16) FROM receipt_ids', {}, 'CSV')) {
+        const lines = (rest + decoder.decode(chunk, { stream: true })).split('\n')
+        rest = lines.pop()!
+        // CSV quotes every text value: "0123456789abcdef".
+        for (const line of lines) if (line.length === 18) yield line.slice(1, 17)
+      }
+    } catch (err) {
+      throw toStoreError('reading recorded receipt ids', err)
+    }
   }
 
   open(): Promise<void> {
@@ -122,8 +155,14 @@ export class ClickHouseReceiptStore implements ReceiptStore {
     if (fresh.size === 0) return { recorded: 0, alreadyRecorded: batch.length }
     // A receipt already recorded is never written again: after a redelivery the rows would
     // only fold into themselves, but a signal_id the log accepted again later carries other
-    // fields (and perhaps another emitted_at, which would make a second row).
-    const stored = await this.#rows<{ receipt_id: string }>('looking up recorded receipts', recordedStatement([...fresh.keys()]))
+    // fields (and perhaps another emitted_at, which would make a second row). Outside a
+    // verified batch only the ids the filter may hold are looked up: most of the look-up's
+    // cost is the engine parsing the ids bound in its statement, and a new receipt's id is
+    // almost never among them.
+    const batchIds = [...fresh.keys()]
+    const filter = options.verify === true ? undefined : this.#recordedIds.filter()
+    const ask = filter === undefined ? batchIds : batchIds.filter((id) => filter.mayHold(id))
+    const stored = ask.length === 0 ? [] : await this.#rows<{ receipt_id: string }>('looking up recorded receipts', recordedStatement(ask))
     for (const { receipt_id } of stored) fresh.delete(receipt_id)
     if (options.verify === true && fresh.size > 0) await this.#relist(fresh)
     const recordedAt = this.#now()
@@ -141,6 +180,7 @@ export class ClickHouseReceiptStore implements ReceiptStore {
         throw toStoreError('recording receipts', err)
       }
     }
+    this.#recordedIds.add(batchIds)
     return { recorded: fresh.size, alreadyRecorded: batch.length - fresh.size }
   }
 
@@ -285,6 +325,7 @@ export class ClickHouseReceiptStore implements ReceiptStore {
   async close(): Promise<void> {
     if (this.#closed) return
     this.#closed = true
+    this.#recordedIds.clear()
     await this.#opening?.catch(() => {})
     const conn = this.#conn
     this.#conn = undefined

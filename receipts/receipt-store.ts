@@ -67,9 +67,17 @@ export interface ReceiptStore {
    * `verify`: the batch may have been written before a crash (the first batch after a
    * start, or after a failed attempt): also look for its receipts themselves, not only in
    * the look-up of recorded ids, which a crash between the two writes of an insert can
-   * leave behind; such ids are listed again and nothing is written twice.
+   * leave behind; such ids are listed again and nothing is written twice. Without
+   * `verify`, a store tracking its recorded ids (`trackRecordedIds`) looks up only the ids
+   * it may hold.
    */
   record(batch: readonly ReceiptInput[], options?: { readonly verify?: boolean }): Promise<RecordResult>
+  /**
+   * Builds the filter of recorded ids `record` consults; resolves once it is in use. It knows
+   * what the store held when built and what `record` handled since: the caller asks `verify`
+   * for any batch another writer may have written after that.
+   */
+  trackRecordedIds?(): Promise<void>
   /** One receipt by id, test receipts included (the caller decides who may see one). */
   get(receiptId: string): Promise<Receipt | undefined>
   /** One page of receipts in the documented order. Test receipts only with includeTest. */

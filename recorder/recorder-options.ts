@@ -26,7 +26,7 @@ export interface RecorderOptions {
   readonly logger: RecorderLogger
   /** Receipts per store write, 1 to RECORD_BATCH_MAX (default 5000). */
   readonly batchMax?: number
-  /** How long a batch that is not full waits for more records after its first (default 1000 ms): fewer, larger inserts. */
+  /** How long a batch that is not full waits for more records after its first (default 500 ms): fewer, larger inserts; at most about this plus one insert of recording delay while batches do not fill. */
   readonly flushMs?: number
   /** First wait after a failed write (default 100 ms); doubled per failure. */
   readonly retryBaseMs?: number

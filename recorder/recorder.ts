@@ -56,8 +56,14 @@ export class Recorder {
   #lastError: string | undefined
   /** `time` of the first record of the batch not yet acknowledged. */
   #oldestPending: number | undefined
-  /** The next batch may already be in the store: true at the start and after a failed attempt. */
-  #verifyNext = true
+  /**
+   * Records up to this seq may already be in the store, written by a previous holder of the
+   * consumer or by a failed attempt of this one: a batch reaching into them is verified
+   * (every id looked up, in the look-up and in the receipts themselves). Above it, only a
+   * signal_id accepted again can find a receipt, and the store's filter of recorded ids
+   * finds those. Set at the first batch after the take-over (see there).
+   */
+  #mayBeWrittenThrough: number | undefined
   /** Highest seq reported lost: a nak hands the same loss out again. */
   #lostThrough = 0
   #unknownSince: number | undefined
@@ -73,7 +79,7 @@ export class Recorder {
     this.#o = options
     this.#now = options.now ?? Date.now
     this.#batchMax = batchMax
-    this.#flushMs = options.flushMs ?? 1000
+    this.#flushMs = options.flushMs ?? 500
     this.#disputes = new DisputeSync(options.registry, options.store, (d, signalId) =>
       options.logger.warn({ dispute_id: d.dispute_id, source_id: d.source_id, signal_id: signalId }, 'recorder: a disputed signal has no receipt (retention removed it before it was recorded); its status is not shown'),
     )
@@ -151,6 +157,11 @@ export class Recorder {
       }
     }
     backoff.reset()
+    // Built after the take-over, so it knows what earlier holders wrote; until it is, the
+    // store looks every id up.
+    void this.#o.store.trackRecordedIds?.().catch((err: unknown) => {
+      if (!this.#closing) this.#o.logger.warn({ err }, 'recorder: the filter of recorded ids was not built; every id is looked up')
+    })
     this.#consumer = consumer
     if (this.#closing) return
     this.#unwatch = this.#o.registry.watchDisputes(() => this.#wake())
@@ -179,7 +190,7 @@ export class Recorder {
         if (span !== undefined) endSpan(span, 'batch_failed')
         consumer.nak()
         // The failed insert may have landed all the same (the answer was lost, not the write).
-        this.#verifyNext = true
+        this.#mayBeWrittenThrough = Math.max(this.#mayBeWrittenThrough ?? 0, records[records.length - 1]!.seq)
         if (this.#closing) break
         this.#counts.batchesRetried++
         this.#failed(err, backoff, `recording seqs ${records[0]!.seq} to ${records[records.length - 1]!.seq}`)
@@ -232,6 +243,12 @@ export class Recorder {
 
   /** One batch: receipts written, then the position acknowledged. Throws without acknowledging anything. */
   async #record(consumer: LogConsumer, records: readonly LogRecord[], span: Span | undefined): Promise<void> {
+    // A holder acknowledges each batch before it fetches the next, so past the position
+    // acknowledged when this one took the consumer, a previous holder (dead, or frozen with
+    // a batch in hand) wrote at most one batch: at most RECORD_BATCH_MAX records from the
+    // first one this holder is handed (retention removes the oldest records first, so a
+    // gap comes before that batch, never inside it).
+    this.#mayBeWrittenThrough ??= records[0]!.seq - 1 + RECORD_BATCH_MAX
     const inputs: ReceiptInput[] = []
     const undecodable: Array<{ seq: number; why: string }> = []
     let unknown: string[] = []
@@ -255,9 +272,9 @@ export class Recorder {
     if (inputs.length > 0) {
       // Idempotent and cheap once open: a store that could not be opened at start is opened here.
       await this.#o.store.open()
-      // The first batch after a start or a failed attempt may already be in the store.
-      const insert = span === undefined ? undefined : startSpan('receipt_store.insert', { parent: span, attributes: { 'sgw.receipts': inputs.length } })
-      const result = await this.#o.store.record(inputs, { verify: this.#verifyNext }).catch((err: unknown) => {
+      const verify = records[0]!.seq <= this.#mayBeWrittenThrough
+      const insert = span === undefined ? undefined : startSpan('receipt_store.insert', { parent: span, attributes: { 'sgw.receipts': inputs.length, 'sgw.receipts.verified': verify } })
+      const result = await this.#o.store.record(inputs, { verify }).catch((err: unknown) => {
         if (insert !== undefined) endSpan(insert, 'insert_failed')
         throw err
       })
@@ -271,7 +288,6 @@ export class Recorder {
     }
     if (this.#destroyed) return
     await consumer.ack(records[records.length - 1]!.seq)
-    this.#verifyNext = false
     this.#oldestPending = undefined
     this.#unknownSince = undefined
     this.#counts.batchesOk++

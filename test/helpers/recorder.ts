@@ -48,6 +48,10 @@ export class FaultyStore implements ReceiptStore {
     }
     return result
   }
+  async trackRecordedIds() {
+    this.#check()
+    await this.#store.trackRecordedIds?.()
+  }
   async get(id: string) {
     this.#check()
     return this.#store.get(id)

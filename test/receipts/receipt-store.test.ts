@@ -169,7 +169,7 @@ t.test('the schema is migrated once and a store newer than the code is refused',
   const client = createClient({ connection: createChdbConnection({ path: folder.path }) as never })
   t.teardown(() => client.close())
   const versions = await (await client.query({ query: 'SELECT version FROM schema_migrations FINAL ORDER BY version', format: 'JSONEachRow' })).json<{ version: number }>()
-  t.same(versions, [{ version: 1 }, { version: 2 }, { version: 3 }], 'reopening did not apply them twice')
+  t.same(versions, [{ version: 1 }, { version: 2 }, { version: 3 }, { version: 4 }], 'reopening did not apply them twice')
   // A confirmed insert is on disk: the recorder's durable acknowledgement follows it.
   const engines = await (await client.query({ query: "SELECT name, engine_full FROM system.tables WHERE database = currentDatabase() AND name IN ('receipts', 'receipt_ids') ORDER BY name", format: 'JSONEachRow' })).json<{ name: string; engine_full: string }>()
   t.equal(engines.length, 2)
@@ -205,4 +205,22 @@ t.test('a crash between the receipts and their look-up rows: a verified record l
   await store.record(control)
   await dropLookups('unverified')
   t.same(await store.record(control), { recorded: 2, alreadyRecorded: 0 })
+})
+
+t.test('with its filter of recorded ids built, a store finds a signal_id accepted again whether recorded before or after the build, and looks up nothing for new ids', async (t) => {
+  const other = await folder.open()
+  await other.record([receiptInput(60, { source_id: 'filtered', severity: 'low' })])
+  const filtered = await folder.open()
+  await filtered.trackRecordedIds()
+  const later = (n: number) => receiptInput(n, { source_id: 'filtered', severity: 'high', emitted_at: '2025-08-01T00:00:00.000Z', received_at: '2025-08-01T00:00:00.100Z' })
+  t.same(await filtered.record([later(60)]), { recorded: 0, alreadyRecorded: 1 }, 'recorded before the build: listed by the store')
+  t.same(await filtered.record([receiptInput(61, { source_id: 'filtered' })]), { recorded: 1, alreadyRecorded: 0 })
+  t.same(await filtered.record([later(61)]), { recorded: 0, alreadyRecorded: 1 }, 'recorded since: added to the filter')
+  // A new id is not looked up: a receipt another writer recorded after the build is not
+  // seen without verify (why the recorder verifies what a previous holder may have written).
+  await other.record([receiptInput(62, { source_id: 'filtered' })])
+  t.same(await filtered.record([receiptInput(62, { source_id: 'filtered' })], { verify: true }), { recorded: 0, alreadyRecorded: 1 }, 'verify looks every id up')
+  await other.record([receiptInput(63, { source_id: 'filtered' })])
+  t.same(await filtered.record([receiptInput(63, { source_id: 'filtered' })]), { recorded: 1, alreadyRecorded: 0 }, 'unverified, a new id is not looked up')
+  t.equal((await filtered.list({ source_id: 'filtered' })).receipts.find((r) => r.signal_id === 'sig-000060')?.severity, 'low', 'the first stands')
 })

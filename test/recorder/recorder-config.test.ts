@@ -5,7 +5,7 @@ import { Backoff } from '../../recorder/index.js'
 
 t.test('the recorder settings: defaults, bounds, and a misspelt RECORDER_ variable refused', async (t) => {
   const config = loadConfig({})
-  t.same([config.RECORDER_BATCH, config.RECORDER_FLUSH_MS, config.RECORDER_RETRY_MAX_MS], [5000, 1000, 30_000])
+  t.same([config.RECORDER_BATCH, config.RECORDER_FLUSH_MS, config.RECORDER_RETRY_MAX_MS], [5000, 500, 30_000])
   t.equal(loadConfig({ RECORDER_BATCH: String(RECORD_BATCH_MAX) }).RECORDER_BATCH, RECORD_BATCH_MAX)
   t.throws(() => loadConfig({ RECORDER_BATCH: String(RECORD_BATCH_MAX + 1) }), { constructor: ConfigError, message: /^RECORDER_BATCH=.*\(1 to 10000\)/ }, 'one insert holds at most what the store takes')
   t.throws(() => loadConfig({ RECORDER_BATCH: '0' }), { constructor: ConfigError, message: /^RECORDER_BATCH=/ })

@@ -1,6 +1,9 @@
 import t from 'tap'
 import { chdbFolder } from '../helpers/receipts.js'
 import { bench, FaultyStore, recorderRows, revokedKey, signalRecordBytes, until } from '../helpers/recorder.js'
+import type { ReceiptInput } from '../../receipts/index.js'
+import type { Recorder } from '../../recorder/index.js'
+import { mapRecord } from '../../recorder/receipt-input.js'
 
 // The recorder over a real journal, a real registry and the real receipt store on chDB.
 // libchdb binds one data folder per process: every test here shares one engine, each on
@@ -50,6 +53,62 @@ t.test('a batch written whose confirmation was lost is handed out again and make
   t.equal(counts.alreadyRecorded, 300)
   const rows = await recorderRows(chdb.path, b.source.source_id)
   t.equal(rows.size, 300)
+  t.same([...rows.values()].filter((n) => n !== 1), [], 'one row each')
+})
+
+t.test('a crash between the insert and the acknowledgement: the next holder, in smaller batches, writes none of it again', async (t) => {
+  const b = await bench(t)
+  await b.append(ids('crashed', 400))
+  let crashed!: Recorder
+  class CrashAfterInsert extends FaultyStore {
+    override async record(...args: Parameters<FaultyStore['record']>) {
+      const result = await super.record(...args)
+      await crashed.destroy()
+      return result
+    }
+  }
+  crashed = b.recorder(new CrashAfterInsert(engine), { batchMax: 400, flushMs: 200 })
+  crashed.start()
+  await until('the crash', () => crashed.status().state === 'stopped')
+  t.equal((await b.journal.consumerInfo('recorder'))?.ackSeq ?? 0, 0, 'nothing acknowledged')
+  const next = b.recorder(new FaultyStore(engine), { batchMax: 100 })
+  next.start()
+  await until('caught up', () => next.status().state === 'caught_up')
+  t.same([next.counts().recorded, next.counts().alreadyRecorded], [0, 400])
+  const rows = await recorderRows(chdb.path, b.source.source_id)
+  t.equal(rows.size, 400)
+  t.same([...rows.values()].filter((n) => n !== 1), [], 'one row each')
+})
+
+t.test('a batch a frozen previous holder writes after the take-over is not written again, past the first batch too', async (t) => {
+  const b = await bench(t)
+  await b.append(ids('late', 400))
+  const previousHolder = await chdb.open()
+  // The previous holder's insert of all 400 lands after this holder built its filter of
+  // recorded ids, so only the records it verifies are looked up.
+  class LateWrite extends FaultyStore {
+    #built: Promise<void> | undefined
+    #landed = false
+    override trackRecordedIds() {
+      this.#built = super.trackRecordedIds()
+      return this.#built
+    }
+    override async record(...args: Parameters<FaultyStore['record']>) {
+      if (!this.#landed) {
+        this.#landed = true
+        await this.#built
+        const records = await b.journal.read({ fromSeq: 1 }, 400)
+        await previousHolder.record(records.map((r) => (mapRecord(r, () => b.source.agent_id) as { input: ReceiptInput }).input))
+      }
+      return super.record(...args)
+    }
+  }
+  const recorder = b.recorder(new LateWrite(engine), { batchMax: 100 })
+  recorder.start()
+  await until('caught up', () => recorder.status().state === 'caught_up')
+  t.ok(recorder.counts().batchesOk >= 4, 'in batches of 100')
+  t.same([recorder.counts().recorded, recorder.counts().alreadyRecorded], [0, 400])
+  const rows = await recorderRows(chdb.path, b.source.source_id)
   t.same([...rows.values()].filter((n) => n !== 1), [], 'one row each')
 })
 
