@@ -4,7 +4,7 @@ import { fromBase64, toHex } from './bytes.js'
 import { merkleLeafHash, verifyConsistency, verifyInclusion } from './merkle-proof.js'
 import { COMMITTED_FIELDS, commitment, committedBytes, decodeLeaf, SALT_BYTES, type CommittedField, type SignalLeaf } from './receipt-leaf.js'
 import { NoteError, parseVerifierKey, verifyCheckpoint, type Checkpoint, type NoteVerifierKey } from './signed-note.js'
-import { signingString } from '../schemas/signing-string.js'
+import { signingString } from './signing-string.js'
 
 /**
  * Checks a receipt's proof bundle (GET /v1/byo/receipts/:receipt_id/proof) offline, in
