@@ -1,6 +1,7 @@
 import type { Config } from '../config/index.js'
 import { DeliveryKeys, webhookBucketLimits } from '../delivery/index.js'
 import { KvUsageMeter } from '../gateway/index.js'
+import { LogKeys } from '../receipt-log/index.js'
 import { Registry } from '../registry/index.js'
 import { Rentals } from '../rentals/index.js'
 import type { KvBucketLimits } from '../storage/index.js'
@@ -25,7 +26,10 @@ export interface MovedBucket {
  *   lapse before delivering;
  * - `delivery-keys`: the ring of webhook signing keys, private keys included, so
  *   receivers keep verifying with the public keys they hold;
- * - `usage`: the renters' metered reads.
+ * - `usage`: the renters' metered reads;
+ * - `log-keys`: the receipt log's signing keys, private keys included, every one it ever
+ *   used: the cluster's sequencer signs its checkpoints with the same current key, and
+ *   GET /v1/log/keys still lists the keys of the checkpoints already published.
  */
 export const MOVED_BUCKETS: readonly MovedBucket[] = [
   { name: 'registry', limits: () => Registry.bucketLimits() },
@@ -33,6 +37,7 @@ export const MOVED_BUCKETS: readonly MovedBucket[] = [
   { name: 'webhooks', limits: (config) => webhookBucketLimits(config.RENTALS_MAX), leaves: (key) => key.startsWith('lease.') },
   { name: 'delivery-keys', limits: () => DeliveryKeys.bucketLimits },
   { name: 'usage', limits: () => KvUsageMeter.bucketLimits },
+  { name: 'log-keys', limits: () => LogKeys.bucketLimits },
 ]
 
 /**
