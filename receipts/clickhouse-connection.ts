@@ -199,8 +199,15 @@ function openServer(target: Extract<ClickHouseTarget, { kind: 'server' }>): Clic
     engine: 'server',
     client,
     async insertCompact(table, columns, body) {
-      // A byte stream (not object mode): the client sends it as the body unchanged.
-      await client.insert({ table, values: Readable.from([body], { objectMode: false }), format: 'JSONCompactEachRow', columns: columns as [string, ...string[]] })
+      // The client's insert takes a JSON format only as objects (an object-mode stream) and
+      // serialises them again; the INSERT statement run with the bytes as its body sends the
+      // rows as they are (the statement goes in the URL, the rows in the body).
+      const result = await client.exec({
+        query: `INSERT INTO ${table} (${columns.join(', ')}) FORMAT JSONCompactEachRow`,
+        values: Readable.from([body], { objectMode: false }),
+      })
+      // The answer's body is empty once the insert is confirmed; read to its end to free the connection.
+      for await (const _ of result.stream) void _
     },
     async *stream(query, params, format, signal) {
       // The client never sends a request whose signal was aborted before it was made, but
