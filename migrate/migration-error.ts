@@ -8,7 +8,11 @@ export type MigrationErrorCode =
   | 'data_dir_locked'
   /** The embedded recorder has not recorded every signal of the journal. */
   | 'recorder_behind'
-  /** The cluster already holds state: a bucket with entries, a signal stream with records, or receipts. */
+  /** The embedded receipt log's sequencer has not logged every record of the journal. */
+  | 'receipt_log_behind'
+  /** The cluster's PUBLIC_BASE_URL names the receipt log otherwise than the embedded deployment's checkpoints do. */
+  | 'log_origin_differs'
+  /** The cluster already holds state: a bucket with entries, a signal stream with records, receipts, or receipt log leaves. */
   | 'cluster_not_empty'
   /** `--resume` on a data folder with no move under way, or a move begun without it while one is. */
   | 'no_move_to_resume'
@@ -21,7 +25,7 @@ export type MigrationErrorCode =
   /** The receipts could not be read or written. */
   | 'receipts_failed'
 
-const REFUSALS: ReadonlySet<MigrationErrorCode> = new Set(['data_dir_locked', 'recorder_behind', 'cluster_not_empty', 'no_move_to_resume', 'unknown_bucket', 'invalid_options'])
+const REFUSALS: ReadonlySet<MigrationErrorCode> = new Set(['data_dir_locked', 'recorder_behind', 'receipt_log_behind', 'log_origin_differs', 'cluster_not_empty', 'no_move_to_resume', 'unknown_bucket', 'invalid_options'])
 
 export class MigrationError extends Error {
   readonly code: MigrationErrorCode

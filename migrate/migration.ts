@@ -5,10 +5,11 @@ import type { Logger } from 'pino'
 import { connectNats, openEmbeddedBackends, type Backends } from '../backends/index.js'
 import type { Config } from '../config/index.js'
 import { openIngestCarryOver } from '../pipeline/index.js'
-import { ClickHouseReceiptStore, type ClickHouseTarget } from '../receipts/index.js'
+import { ClickHouseReceiptStore, openClickHouse, type ClickHouseConnection, type ClickHouseTarget } from '../receipts/index.js'
 import { NONCE_WINDOW_MS } from '../schemas/index.js'
 import { DataDirLockedError, lockDataDir, type DataDirLock } from '../service/data-dir-lock.js'
 import { natsIngestOptions } from '../service/gateway-ingest-nats.js'
+import { logOrigin, SEQUENCER_CONSUMER } from '../service/receipt-log-part.js'
 import { RECORDER_CONSUMER } from '../service/recorder-part.js'
 import { makeDir } from '../service/setup.js'
 import { natsKvBuckets, type KvBucket } from '../storage/index.js'
@@ -17,7 +18,7 @@ import { carryOverJournal, type CarriedOver } from './journal-carry-over.js'
 import { MigrationError } from './migration-error.js'
 import { readMarker, writeMarker } from './migration-marker.js'
 import { LEFT_BEHIND, MOVED_BUCKETS } from './moved-buckets.js'
-import { copyReceipts, receiptTarget, type ReceiptTarget } from './receipts-copy.js'
+import { copyReceipts, receiptTarget, type LogRowsCopied, type ReceiptTarget } from './receipts-copy.js'
 import { startStreamAfter, streamLastSeq } from './stream-start.js'
 
 export interface MigrationOptions {
@@ -34,6 +35,8 @@ export interface MigrationReport {
   readonly buckets: Readonly<Record<string, BucketCopy>>
   readonly journal: CarriedOver & { readonly lastSeq: number }
   readonly receipts: { readonly held: number; readonly rows: number; readonly receipts: number }
+  /** The receipt log: the leaves the cluster holds after, the rows written per table, and the size of the last checkpoint moved. */
+  readonly receiptLog: { readonly leaves: number; readonly rows: LogRowsCopied; readonly checkpointSize: number }
   /** The sequence the cluster's signal stream numbers its first record with. */
   readonly streamFirstSeq: number
   /** Set when ADMIN_TOKEN is not the token the embedded deployment kept in DATA_DIR/admin-token. */
@@ -43,9 +46,14 @@ export interface MigrationReport {
 /**
  * Moves an embedded deployment's state (DATA_DIR) into a cluster (NATS_URL, and
  * CLICKHOUSE_URL or the recorder's folder): the key-value buckets, the accepted signals'
- * dedup entries and recent nonces, the receipts, and the signal stream's numbering. The
- * signal log's records themselves do not move: the embedded recorder must have recorded
- * every one (`recorder_behind` otherwise), so the receipts hold every accepted signal.
+ * dedup entries and recent nonces, the receipts, the receipt log (its tables and its keys,
+ * so the cluster's sequencer signs on from the last checkpoint published), and the signal
+ * stream's numbering. The signal log's records themselves do not move: the embedded
+ * recorder must have recorded every one (`recorder_behind` otherwise) and the receipt
+ * log's sequencer logged every one (`receipt_log_behind`), so the receipts and the log
+ * hold every accepted signal. The cluster must name the log as the embedded deployment
+ * did (PUBLIC_BASE_URL; `log_origin_differs` otherwise): a checkpoint under another
+ * origin would not verify against the log's published keys.
  * Refuses, writing nothing, while the embedded gateway runs or when the cluster holds
  * state; part-way failures are finished by running again with `resume`.
  */
@@ -65,6 +73,7 @@ export async function migrateToCluster(o: MigrationOptions): Promise<MigrationRe
   let backends: Backends | undefined
   let nc: NatsConnection | undefined
   let source: ClickHouseReceiptStore | undefined
+  let sourceLog: ClickHouseConnection | undefined
   try {
     locks.push(await lock(dataDir, 'the embedded gateway still runs on DATA_DIR: stop it first'))
     if (target.kind === 'chdb') {
@@ -83,6 +92,19 @@ export async function migrateToCluster(o: MigrationOptions): Promise<MigrationRe
     const recorded = (await log.consumerInfo(RECORDER_CONSUMER))?.ackSeq ?? 0
     if (recorded < info.lastSeq) {
       throw new MigrationError('recorder_behind', `the embedded recorder has recorded the journal up to seq ${recorded} of ${info.lastSeq}: start the embedded gateway again until its recorder lag is 0 (metric sgw_recorder_lag_records), stop it, then move`)
+    }
+    const logged = (await log.consumerInfo(SEQUENCER_CONSUMER))?.ackSeq ?? 0
+    if (logged < info.lastSeq) {
+      throw new MigrationError('receipt_log_behind', `the embedded receipt log's sequencer has logged the journal up to seq ${logged} of ${info.lastSeq}: start the embedded gateway again until GET /v1/log/checkpoint stops growing, stop it, then move`)
+    }
+    const sourceTarget: ClickHouseTarget = { kind: 'chdb', path: join(dataDir, 'clickhouse'), maxServerMemoryBytes: config.CLICKHOUSE_MAX_MEMORY_MB * 1024 * 1024 }
+    source = new ClickHouseReceiptStore({ target: sourceTarget })
+    await source.open()
+    sourceLog = await openClickHouse(sourceTarget)
+    const lastCheckpoint = await latestCheckpoint(sourceLog)
+    const origin = logOrigin(config.PUBLIC_BASE_URL)
+    if (lastCheckpoint !== undefined && lastCheckpoint.origin !== origin) {
+      throw new MigrationError('log_origin_differs', `the embedded receipt log's checkpoints name the log ${JSON.stringify(lastCheckpoint.origin)}, the cluster would name it ${JSON.stringify(origin)}: set PUBLIC_BASE_URL as the embedded deployment had it`)
     }
 
     nc = await connectNats(config, 'migrate-to-cluster')
@@ -108,14 +130,13 @@ export async function migrateToCluster(o: MigrationOptions): Promise<MigrationRe
     }
     const carry = await openIngestCarryOver(natsIngestOptions(config, nc, (message, err) => logger.warn({ err }, message)))
     const journal = { ...(await carryOverJournal(log, carry, NONCE_WINDOW_MS)), lastSeq: info.lastSeq }
-    source = new ClickHouseReceiptStore({ target: { kind: 'chdb', path: join(dataDir, 'clickhouse'), maxServerMemoryBytes: config.CLICKHOUSE_MAX_MEMORY_MB * 1024 * 1024 } })
-    await source.open()
-    const copied = await copyReceipts(source, dataDir, receipts)
+    const { leaves, log: logRows, ...copied } = await copyReceipts(source, sourceLog, dataDir, receipts)
     const { firstSeq } = await startStreamAfter(nc, config, info.lastSeq)
     await writeMarker(dataDir, { state: 'done', started_at: marker?.started_at ?? new Date().toISOString(), nats_url: config.NATS_URL, finished_at: new Date().toISOString() })
     const adminTokenFile = await otherAdminToken(config, dataDir)
-    return { buckets, journal, receipts: copied, streamFirstSeq: firstSeq, ...(adminTokenFile !== undefined && { adminTokenFile }) }
+    return { buckets, journal, receipts: copied, receiptLog: { leaves, rows: logRows, checkpointSize: lastCheckpoint?.size ?? 0 }, streamFirstSeq: firstSeq, ...(adminTokenFile !== undefined && { adminTokenFile }) }
   } finally {
+    await sourceLog?.close().catch(() => undefined)
     await source?.close().catch(() => undefined)
     await backends?.signalLog.close().catch(() => undefined)
     await nc?.drain().catch(() => undefined)
@@ -154,10 +175,17 @@ async function refuseHeldState(config: Config, nc: NatsConnection, openTarget: (
   const lastSeq = await streamLastSeq(nc, config.NATS_STREAM)
   if (lastSeq > 0) held.push(`signal stream ${config.NATS_STREAM}: up to seq ${lastSeq}`)
   const count = await receipts.count()
-  if (count > 0) held.push(`receipts: ${count}`)
+  if (count.receipts > 0) held.push(`receipts: ${count.receipts}`)
+  if (count.leaves > 0) held.push(`receipt log: ${count.leaves} leaves`)
   if (held.length === 0) return
   const hint = begun ? 'a move from this data folder began and did not end: run again with --resume to finish it' : 'a move goes into an empty cluster only; to move again, delete the cluster\'s streams, buckets and receipts first'
   throw new MigrationError('cluster_not_empty', `the cluster already holds state (${held.join('; ')}): ${hint}`)
+}
+
+/** The latest checkpoint the embedded deployment published: its size and the origin its note names (its first line). */
+async function latestCheckpoint(conn: ClickHouseConnection): Promise<{ readonly size: number; readonly origin: string } | undefined> {
+  const [row] = await (await conn.client.query({ query: 'SELECT size, note FROM receipt_log_checkpoints ORDER BY size DESC, created_at ASC LIMIT 1', format: 'JSONEachRow' })).json<{ size: number | string; note: string }>()
+  return row === undefined ? undefined : { size: Number(row.size), origin: row.note.split('\n', 1)[0]! }
 }
 
 /** The embedded deployment's own admin token file, when the cluster's ADMIN_TOKEN is another token. */

@@ -1,6 +1,7 @@
 import type { Config } from '../config/index.js'
 import { DeliveryKeys, webhookBucketLimits, WebhookSecrets } from '../delivery/index.js'
 import { KvUsageMeter } from '../gateway/index.js'
+import { LogKeys } from '../receipt-log/index.js'
 import { Registry } from '../registry/index.js'
 import { Rentals } from '../rentals/index.js'
 import type { KvBucketLimits } from '../storage/index.js'
@@ -27,7 +28,10 @@ export interface MovedBucket {
  *   receivers keep verifying with the public keys they hold;
  * - `webhook-secrets`: the `whsec_` secrets of webhooks signed with scheme `v1`, so those
  *   receivers keep verifying too;
- * - `usage`: the renters' metered reads.
+ * - `usage`: the renters' metered reads;
+ * - `log-keys`: the receipt log's signing keys, private keys included, every one it ever
+ *   used: the cluster's sequencer signs its checkpoints with the same current key, and
+ *   GET /v1/log/keys still lists the keys of the checkpoints already published.
  */
 export const MOVED_BUCKETS: readonly MovedBucket[] = [
   { name: 'registry', limits: () => Registry.bucketLimits() },
@@ -36,6 +40,7 @@ export const MOVED_BUCKETS: readonly MovedBucket[] = [
   { name: 'delivery-keys', limits: () => DeliveryKeys.bucketLimits },
   { name: 'webhook-secrets', limits: (config) => WebhookSecrets.bucketLimits(config.RENTALS_MAX) },
   { name: 'usage', limits: () => KvUsageMeter.bucketLimits },
+  { name: 'log-keys', limits: () => LogKeys.bucketLimits },
 ]
 
 /**

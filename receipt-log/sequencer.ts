@@ -80,8 +80,9 @@ const transient = (err: unknown) => (isReceiptStoreError(err) && err.transient) 
  *   records after the last stored leaf are handed out again.
  * - A checkpoint is persisted before anyone is shown it, at most every `checkpointMs`
  *   while leaves arrive, and a size that has one is never signed again.
- * - At start the tree is rebuilt from the stored leaves and must hash to the latest
- *   checkpoint; otherwise nothing more is signed (`log_inconsistent`).
+ * - At start, once its consumer (and on NATS its lease) is held, the tree is rebuilt from
+ *   the stored leaves and must hash to the latest checkpoint; otherwise nothing more is
+ *   signed (`log_inconsistent`).
  */
 export class ReceiptLogSequencer {
   readonly #o: SequencerOptions
@@ -143,11 +144,15 @@ export class ReceiptLogSequencer {
   async #run(): Promise<void> {
     const backoff = new Backoff({ baseMs: 100, maxMs: this.#o.retryMaxMs ?? 30_000 })
     try {
-      if (!(await this.#retry('rebuilding the tree', backoff, () => this.#rebuild()))) return
+      // The consumer first: on NATS it comes with the lease, which a standby waits for while
+      // another sequencer writes. The tree is rebuilt once this process is the only writer,
+      // from every leaf the one before it stored; rebuilt earlier, it would miss those and
+      // write other leaves at their indexes, forking the log.
       let consumer: LogConsumer | undefined
       if (!(await this.#retry('opening its log consumer', backoff, async () => void (consumer = await (this.#o.openConsumer?.() ?? this.#o.log.consumer('receipt-log'))))))
         return
       this.#consumer = consumer
+      if (!(await this.#retry('rebuilding the tree', backoff, () => this.#rebuild()))) return
       while (!this.#closing) {
         const due = this.#tree.size > (this.#checkpoint?.size ?? 0) ? this.#lastCheckpointAt + this.#o.checkpointMs - performance.now() : IDLE_WAIT_MS
         let records: readonly LogRecord[] = []

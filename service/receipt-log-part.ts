@@ -7,7 +7,7 @@ import { LEASES_BUCKET_LIMITS, receiptTarget } from './recorder-part.js'
 import type { ServiceCore } from './setup.js'
 
 /** The sequencer's durable consumer: one name for the whole deployment. */
-const SEQUENCER_CONSUMER = 'receipt-log'
+export const SEQUENCER_CONSUMER = 'receipt-log'
 
 /**
  * The receipt log's origin: PUBLIC_BASE_URL without its scheme, plus `/log`. It names the

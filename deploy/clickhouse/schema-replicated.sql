@@ -56,9 +56,56 @@ SETTINGS index_granularity = 256, fsync_after_insert = 1, fsync_part_directory =
 CREATE MATERIALIZED VIEW IF NOT EXISTS receipt_ids_recorded ON CLUSTER '{cluster}' TO receipt_ids
 AS SELECT receipt_id, source_id, test, emitted_at FROM receipts WHERE signal_id != '';
 
+-- The receipt log's tables (receipt-log/), written by its one sequencer, never changed
+-- once written. The creator's signed request of every accepted signal, with its leaf and
+-- the salts of its commitments once logged:
+CREATE TABLE IF NOT EXISTS signed_requests ON CLUSTER '{cluster}' (
+  receipt_id String,
+  seq UInt64,
+  source_id String,
+  test Bool,
+  method String,
+  path String,
+  timestamp String,
+  nonce String,
+  body String,
+  key_id String,
+  public_key String,
+  signature String,
+  leaf_index Nullable(UInt64),
+  leaf String,
+  salts String
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/signed_requests', '{replica}')
+ORDER BY (receipt_id, seq)
+SETTINGS fsync_after_insert = 1, fsync_part_directory = 1;
+
+-- The log's leaves in log order: what the tree is rebuilt from at start.
+CREATE TABLE IF NOT EXISTS receipt_log_entries ON CLUSTER '{cluster}' (
+  leaf_index UInt64,
+  seq UInt64,
+  kind LowCardinality(String),
+  entry_id String,
+  leaf String
+) ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/{database}/receipt_log_entries', '{replica}')
+ORDER BY leaf_index
+SETTINGS fsync_after_insert = 1, fsync_part_directory = 1;
+
+-- Every checkpoint signed, persisted before it is published; the first row of a size is
+-- that size's checkpoint for good.
+CREATE TABLE IF NOT EXISTS receipt_log_checkpoints ON CLUSTER '{cluster}' (
+  size UInt64,
+  root String,
+  note String,
+  key_ids Array(String),
+  created_at DateTime64(3, 'UTC')
+) ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/{database}/receipt_log_checkpoints', '{replica}')
+ORDER BY (size, created_at)
+SETTINGS fsync_after_insert = 1, fsync_part_directory = 1;
+
 -- The versions this schema is at, on one node (replication carries them to the others;
 -- running this again adds rows that fold into these).
 INSERT INTO schema_migrations (version, name, applied_at) VALUES
   (1, 'receipts', now64(3)),
   (2, 'receipt lookups', now64(3)),
-  (3, 'fsync_inserted_parts', now64(3));
+  (3, 'fsync_inserted_parts', now64(3)),
+  (4, 'receipt_log', now64(3));
