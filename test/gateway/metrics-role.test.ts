@@ -60,10 +60,10 @@ t.test('a metrics token calls nothing but /metrics: every bearer route in the Op
       const body = (await asMetrics.json()) as { error?: { code: string } }
       t.equal(asMetrics.status, 403, `${method.toUpperCase()} ${path}`)
       t.equal(body.error?.code, 'forbidden', `${method.toUpperCase()} ${path}: forbidden`)
-      // Renters read their own rentals, their own usage, and receipts and a source's counts (a
-      // 404 without a rental, as for a source that does not exist); everywhere else a renter is
-      // refused like a metrics token.
-      const renterReads = path.startsWith('/v1/rentals') || path === '/v1/usage' || path.includes('/receipts') || path.endsWith('/stats')
+      // Renters read their own rentals, their own usage, receipts, a source's counts (a 404
+      // without a rental, as for a source that does not exist) and the receipt log's proofs;
+      // everywhere else a renter is refused like a metrics token.
+      const renterReads = path.startsWith('/v1/rentals') || path === '/v1/usage' || path.includes('/receipts') || path.endsWith('/stats') || path.startsWith('/v1/log/')
       if (!renterReads) t.equal((await fetch(url, init(renter))).status, asMetrics.status, `${method.toUpperCase()} ${path}: as for a renter`)
       probed++
     }
