@@ -36,7 +36,7 @@ async function checkSchema(t: Test, client: ClickHouseClient): Promise<void> {
   const versions = await rowsOf<{ version: number; n: number | string }>(client, 'SELECT version, count() AS n FROM schema_migrations GROUP BY version ORDER BY version')
   t.same(versions.map((v) => [v.version, Number(v.n)]), MIGRATIONS.map((m) => [m.version, 1]), 'each version recorded once, by one process')
   const tables = await rowsOf<{ name: string; engine_full: string }>(client, `SELECT name, engine_full FROM system.tables WHERE database = currentDatabase() ORDER BY name`)
-  t.same(tables.map((r) => r.name), ['receipt_ids', 'receipt_ids_recorded', 'receipts', 'schema_migrations'], 'every table once, no copy left over')
+  t.same(tables.map((r) => r.name), ['receipt_ids', 'receipt_ids_recorded', 'receipt_log_checkpoints', 'receipt_log_entries', 'receipts', 'schema_migrations', 'signed_requests'], 'every table once, no copy left over')
   t.match(tables.find((r) => r.name === 'receipts')?.engine_full, `index_granularity = ${RECEIPTS_INDEX_GRANULARITY}`, 'the receipts rebuilt with small granules')
 }
 
