@@ -105,12 +105,12 @@ const ROWS: Row[] = [
   },
   {
     pattern: '/v1/byo/sources/{source_id}/receipts/export', path: `/v1/byo/sources/${src.sourceId}/receipts/export`, token: src.creatorToken,
-    takes: { ...receiptFilters, include_test: 'false', format: 'csv' },
+    takes: { ...receiptFilters, include_test: 'false', signal_id: 'sig-00000001', format: 'csv' },
     malformed: [...badFilters, ['format=xml', 'format']],
   },
   {
     pattern: '/v1/byo/receipts/export', path: '/v1/byo/receipts/export', token: src.creatorToken,
-    takes: { ...receiptFilters, include_test: 'false', source_id: src.sourceId, agent_id: src.agentId, format: 'ndjson' },
+    takes: { ...receiptFilters, include_test: 'false', signal_id: 'sig-00000001', source_id: src.sourceId, agent_id: src.agentId, format: 'ndjson' },
     malformed: [['source_id=%2e%2e', 'source_id'], ['agent_id=', 'agent_id'], ...badFilters],
   },
   { pattern: '/v1/usage', path: '/v1/usage', token: src.creatorToken, takes: { month: '2030-01' }, malformed: [['month=2030-13', 'month']] },

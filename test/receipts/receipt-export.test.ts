@@ -9,10 +9,10 @@ import { receiptsOnServer } from '../helpers/receipts-server.js'
 /** Exports read back with a CSV parser, a Parquet reader and JSON.parse: counts and values. */
 const folder = await chdbFolder(t)
 const store = await folder.open()
-// On the ClickHouse server path (test/on-clickhouse-server/) a fifth as many: the same
+// On the ClickHouse server path (test/on-clickhouse-server/) a third as many: the same
 // formats and streaming over HTTP, at a cost the suite can carry; still several blocks
 // and chunks per export.
-const ROWS = receiptsOnServer() ? 30_000 : 150_000
+const ROWS = receiptsOnServer() ? 20_000 : 60_000
 // In batches as the recorder writes them; every 10th a test receipt, never exported.
 for (let start = 0; start < ROWS; start += 10_000) {
   await store.record(Array.from({ length: 10_000 }, (_, i) => receiptInput(start + i, { source_id: (start + i) % 2 ? 'odd' : 'even', test: (start + i) % 10 === 3, note: (start + i) % 7 ? `note ${start + i}` : null })))
