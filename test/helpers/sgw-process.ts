@@ -19,7 +19,9 @@ export function sgwRunner(url: string, cwd: string): Sgw {
   const main = repoPath('dist/cli/main.js')
   return (args, options = {}) =>
     new Promise((resolve, reject) => {
-      const env = { ...process.env, SGW_URL: options.url ?? url, SGW_TOKEN: options.token ?? '' }
+      // Without tap's process-info hook, which tap hands every child through NODE_OPTIONS:
+      // it costs each run of the command about 0.4 s of CPU (0.27 s with it left out).
+      const env = { ...process.env, NODE_OPTIONS: '', SGW_URL: options.url ?? url, SGW_TOKEN: options.token ?? '' }
       const child = spawn(process.execPath, [main, ...args], { env, cwd })
       let stdout = ''
       let stderr = ''
